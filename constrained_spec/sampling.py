@@ -1,0 +1,187 @@
+"""Sampling parameters and the one function that turns logits into probabilities.
+
+Both sides of speculative decoding call `process_logits`: the draft model to get q, the target to
+get p. Exactness needs p and q built by the same code, with the same grammar mask and with
+history-dependent penalties seeing the draft prefix up to each position.
+
+Order of operations (as vLLM and HF apply them): repetition penalty (prompt + output), presence and
+frequency penalties (output only), logit bias, grammar mask and vocabulary limit, then temperature;
+top-k, top-p and min-p filter the tempered distribution; softmax. Temperature 0 means greedy: a
+one-hot row at the argmax of the processed logits.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import torch
+
+from .bitmask import apply_bitmask_
+
+__all__ = ["SamplingParams", "process_logits", "filtered_logits"]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Validated sampling parameters. Invalid values raise `ValueError` naming the field.
+
+    top_k = 0 (or -1), top_p = 1 and min_p = 0 disable those filters.
+    """
+
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    logit_bias: Mapping[int, float] = field(default_factory=dict)
+    seed: int | None = None
+    max_tokens: int = 256
+    stop: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        def check(ok: bool, name: str, why: str) -> None:
+            if not ok:
+                raise ValueError(f"SamplingParams.{name}={getattr(self, name)!r}: {why}")
+
+        def is_number(value: object) -> bool:
+            return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+        check(is_number(self.temperature) and self.temperature >= 0, "temperature", "must be a finite number >= 0 (0 = greedy)")
+        check(isinstance(self.top_k, int) and not isinstance(self.top_k, bool) and self.top_k >= -1, "top_k", "must be an integer >= 1, or 0 / -1 to disable")
+        check(is_number(self.top_p) and 0 < self.top_p <= 1, "top_p", "must be in (0, 1]")
+        check(is_number(self.min_p) and 0 <= self.min_p < 1, "min_p", "must be in [0, 1)")
+        check(is_number(self.repetition_penalty) and self.repetition_penalty > 0, "repetition_penalty", "must be > 0 (1 = off)")
+        check(is_number(self.presence_penalty) and -2 <= self.presence_penalty <= 2, "presence_penalty", "must be in [-2, 2]")
+        check(is_number(self.frequency_penalty) and -2 <= self.frequency_penalty <= 2, "frequency_penalty", "must be in [-2, 2]")
+        check(self.seed is None or (isinstance(self.seed, int) and not isinstance(self.seed, bool) and self.seed >= 0), "seed", "must be None or an integer >= 0")
+        check(isinstance(self.max_tokens, int) and not isinstance(self.max_tokens, bool) and self.max_tokens >= 1, "max_tokens", "must be an integer >= 1")
+        check(isinstance(self.logit_bias, Mapping), "logit_bias", "must be a mapping token_id -> bias")
+        bias = {}
+        for token, value in self.logit_bias.items():
+            try:
+                token_id = int(token)  # JSON objects carry token ids as strings
+            except (TypeError, ValueError):
+                token_id = -1
+            check(token_id >= 0, "logit_bias", f"key {token!r} is not a token id >= 0")
+            check(is_number(value) and -100 <= value <= 100, "logit_bias", f"bias for token {token!r} must be in [-100, 100]")
+            bias[token_id] = float(value)
+        object.__setattr__(self, "logit_bias", MappingProxyType(bias))
+        stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
+        check(all(isinstance(s, str) and s for s in stop), "stop", "must be a string or a sequence of non-empty strings")
+        object.__setattr__(self, "stop", stop)
+        object.__setattr__(self, "top_k", 0 if self.top_k == -1 else self.top_k)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def replace(self, **changes: object) -> "SamplingParams":
+        values = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        values["logit_bias"] = dict(values["logit_bias"])
+        values.update(changes)
+        return SamplingParams(**values)
+
+
+def _output_counts(rows: int, vocab: int, output_ids: Sequence[int], draft_ids: Sequence[int], device: torch.device) -> torch.Tensor:
+    """Token counts of the output so far as seen by each row: row j sees output + draft[:j]. `[rows, V]`."""
+    counts = torch.zeros(rows, vocab, dtype=torch.float32, device=device)
+    if len(output_ids):
+        counts += torch.bincount(torch.as_tensor(list(output_ids), dtype=torch.long), minlength=vocab)[:vocab].to(device, torch.float32)
+    for j in range(1, rows):
+        counts[j:, draft_ids[j - 1]] += 1
+    return counts
+
+
+def filtered_logits(
+    logits: torch.Tensor,
+    params: SamplingParams,
+    prompt_ids: Sequence[int] = (),
+    output_ids: Sequence[int] = (),
+    draft_ids: Sequence[int] = (),
+    bitmask: torch.Tensor | None = None,
+    vocab_limit: int | None = None,
+) -> torch.Tensor:
+    """Every processing step except the final temperature + softmax. Returns new float32 logits
+    `[rows, V]` (untempered) with -inf on every token that p must give zero probability.
+
+    logits: `[rows, V]` raw model logits; row j is the position after output + draft[:j].
+    bitmask: int32 `[rows, ceil(V/32)]` grammar mask for the same rows, or None.
+    vocab_limit: tokens >= this id are never sampled (model embedding wider than the tokenizer).
+    A Triton kernel given these logits and `params.temperature` computes the same p.
+    """
+    if logits.ndim != 2:
+        raise ValueError(f"logits must be [rows, V], got shape {tuple(logits.shape)}")
+    rows, vocab = logits.shape
+    if rows > len(draft_ids) + 1:
+        raise ValueError(f"{rows} logit rows need at least {rows - 1} draft ids, got {len(draft_ids)}")
+    out = logits.to(torch.float32).clone()
+    device = out.device
+
+    if params.repetition_penalty != 1.0:
+        seen = _output_counts(rows, vocab, output_ids, draft_ids, device) > 0
+        if len(prompt_ids):
+            seen[:, torch.as_tensor(list(prompt_ids), dtype=torch.long, device=device)] = True
+        penalized = torch.where(out > 0, out / params.repetition_penalty, out * params.repetition_penalty)
+        out = torch.where(seen, penalized, out)
+    if params.presence_penalty or params.frequency_penalty:
+        counts = _output_counts(rows, vocab, output_ids, draft_ids, device)
+        out -= params.frequency_penalty * counts + params.presence_penalty * (counts > 0).float()
+    if params.logit_bias:
+        ids = torch.tensor(list(params.logit_bias.keys()), dtype=torch.long, device=device)
+        if int(ids.max()) >= vocab:
+            raise ValueError(f"logit_bias names token {int(ids.max())}, beyond the vocabulary of {vocab}")
+        out[:, ids] += torch.tensor(list(params.logit_bias.values()), dtype=torch.float32, device=device)
+    if bitmask is not None:
+        apply_bitmask_(out, bitmask)
+    if vocab_limit is not None and vocab_limit < vocab:
+        out[:, vocab_limit:] = float("-inf")
+    if not torch.isfinite(out.max(dim=-1).values).all():
+        raise ValueError("a row has no allowed token: the grammar mask (or vocabulary limit) forbids every token")
+    if params.greedy:
+        return out
+
+    tempered = out / params.temperature
+    if params.top_k and params.top_k < vocab:
+        kth = torch.topk(tempered, params.top_k, dim=-1).values[:, -1:]
+        out = out.masked_fill(tempered < kth, float("-inf"))
+        tempered = tempered.masked_fill(tempered < kth, float("-inf"))
+    if params.top_p < 1.0 or params.min_p > 0.0:
+        probs = torch.softmax(tempered, dim=-1)
+        drop = torch.zeros_like(probs, dtype=torch.bool)
+        if params.top_p < 1.0:
+            sorted_probs, order = probs.sort(dim=-1, descending=True)
+            # Keep the smallest prefix whose mass reaches top_p: drop a token when the mass
+            # strictly before it already reaches top_p. The top token is always kept.
+            mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs
+            drop_sorted = mass_before >= params.top_p
+            drop_sorted[:, 0] = False
+            drop |= torch.zeros_like(drop).scatter(-1, order, drop_sorted)
+        if params.min_p > 0.0:
+            drop |= probs < params.min_p * probs.max(dim=-1, keepdim=True).values
+        out = out.masked_fill(drop, float("-inf"))
+    return out
+
+
+def process_logits(
+    logits: torch.Tensor,
+    params: SamplingParams,
+    prompt_ids: Sequence[int] = (),
+    output_ids: Sequence[int] = (),
+    draft_ids: Sequence[int] = (),
+    bitmask: torch.Tensor | None = None,
+    vocab_limit: int | None = None,
+) -> torch.Tensor:
+    """Raw logits `[rows, V]` -> final probability rows `[rows, V]` (float32, each sums to 1).
+
+    Row j is the distribution after `prompt + output + draft[:j]`; see `filtered_logits` for the
+    arguments. Greedy (temperature 0) rows are one-hot at the argmax.
+    """
+    out = filtered_logits(logits, params, prompt_ids, output_ids, draft_ids, bitmask, vocab_limit)
+    if params.greedy:
+        return torch.nn.functional.one_hot(out.argmax(dim=-1), out.shape[-1]).to(torch.float32)
+    return torch.softmax(out / params.temperature, dim=-1)

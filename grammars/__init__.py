@@ -1,0 +1,1 @@
+"""Bundled Lark grammars, installed as `constrained_spec.grammars` (package data)."""

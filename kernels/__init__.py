@@ -1,0 +1,1 @@
+"""Fused kernels, installed as `constrained_spec.kernels`."""

@@ -1,0 +1,70 @@
+"""Prompt building: a plain string or chat messages -> prompt token ids.
+
+Instruct models are trained on their chat template, so a prompt goes through it whenever the
+tokenizer has one (SmolLM2 uses ChatML). Tokenizers without a template get the messages' text
+joined by blank lines. The template is rendered to text and then encoded without extra special
+tokens, so a BOS the template already writes is not doubled.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["Messages", "normalize_messages", "render_prompt", "schema_instruction"]
+
+Messages = list[dict[str, str]]
+_ROLES = ("system", "user", "assistant", "tool")
+
+
+def normalize_messages(prompt: str | Sequence[Mapping[str, Any]], system_prompt: str | None = None) -> Messages:
+    """A prompt string or a list of `{"role", "content"}` messages -> validated messages.
+
+    `system_prompt` is put first (replacing a system message already there). Raises ValueError
+    with a clear message for an empty prompt or malformed messages.
+    """
+    if isinstance(prompt, str):
+        if not prompt.strip():
+            raise ValueError("the prompt is empty: give some text to respond to")
+        messages: Messages = [{"role": "user", "content": prompt}]
+    elif isinstance(prompt, Sequence) and not isinstance(prompt, (bytes, bytearray)):
+        if len(prompt) == 0:
+            raise ValueError("the prompt is empty: the message list has no messages")
+        messages = []
+        for i, message in enumerate(prompt):
+            if not isinstance(message, Mapping) or "role" not in message or "content" not in message:
+                raise ValueError(f"message {i} must be a mapping with 'role' and 'content', got {message!r}")
+            role, content = message["role"], message["content"]
+            if role not in _ROLES:
+                raise ValueError(f"message {i} has role {role!r}; expected one of {', '.join(_ROLES)}")
+            if not isinstance(content, str):
+                raise ValueError(f"message {i} content must be a string, got {type(content).__name__}")
+            messages.append({"role": role, "content": content})
+        if not any(m["content"].strip() for m in messages if m["role"] != "system"):
+            raise ValueError("the prompt is empty: every non-system message has empty content")
+    else:
+        raise ValueError(f"prompt must be a string or a list of messages, got {type(prompt).__name__}")
+    if system_prompt is not None:
+        if not isinstance(system_prompt, str):
+            raise ValueError(f"system_prompt must be a string, got {type(system_prompt).__name__}")
+        messages = [{"role": "system", "content": system_prompt}] + [m for m in messages if m["role"] != "system"]
+    return messages
+
+
+def render_prompt(tokenizer: Any, messages: Messages, use_chat_template: bool = True) -> list[int]:
+    """Messages -> prompt token ids, through the tokenizer's chat template when it has one
+    (ending with the assistant turn's header, so the model answers next)."""
+    if use_chat_template and getattr(tokenizer, "chat_template", None):
+        text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    else:
+        text = "\n\n".join(m["content"] for m in messages)
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    return [int(t) for t in ids]
+
+
+def schema_instruction(schema: Mapping[str, Any]) -> str:
+    """The sentence that tells the model which JSON to write. The grammar already guarantees a
+    valid shape; showing the schema makes the content sensible, and its key names in the prompt
+    are what the n-gram proposer copies from."""
+    return "Answer with a JSON object that follows this JSON schema: " + json.dumps(schema, separators=(",", ":"))

@@ -1,0 +1,191 @@
+"""The command line: `constrained-spec` (also `python -m constrained_spec`).
+
+    constrained-spec json --schema person.json --prompt "Extract: Ada Lovelace, 36" | jq .name
+    constrained-spec regex '[0-9]{4}-[0-9]{2}-[0-9]{2}' --prompt "When did Apollo 11 land?"
+    constrained-spec grammar arithmetic --prompt "Write an expression equal to 12"
+    constrained-spec verify
+
+The output alone goes to stdout; progress (model load, grammar compile) and stats go to stderr.
+Exit codes: 0 complete and valid, 2 bad input (message on stderr), 3 output incomplete (max
+tokens reached before the constraint was satisfied), 1 anything unexpected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main", "build_parser", "EXIT_OK", "EXIT_ERROR", "EXIT_BAD_INPUT", "EXIT_INCOMPLETE"]
+
+EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_INCOMPLETE = 0, 1, 2, 3
+
+
+class BadInput(ValueError):
+    """Raised for input problems found by the CLI itself (exit code 2)."""
+
+
+def _add_generation_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--prompt", help="the prompt text; read from stdin when omitted or '-'")
+    p.add_argument("--system", help="system prompt (the chat template's default otherwise)")
+    p.add_argument("--model", default=None, help="local Hugging Face model folder (default: SmolLM2-135M-Instruct)")
+    p.add_argument("--draft", default="auto", help="proposer: auto|forced|ngram|suffix|none or a draft model folder (default auto)")
+    p.add_argument("--backend", default="default", choices=("default", "llguidance"), help="grammar backend")
+    p.add_argument("--temperature", type=float, default=1.0, help="0 = greedy (default 1.0)")
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--top-k", type=int, default=0, help="0 = off")
+    p.add_argument("--seed", type=int, default=None, help="makes sampling reproducible")
+    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--stream", action="store_true", help="print the output as it is generated")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress or stats on stderr")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="constrained-spec",
+        description="Grammar-constrained generation with exact speculative decoding.",
+        epilog="exit codes: 0 valid output, 2 bad input, 3 incomplete output (max tokens), 1 other errors",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = sub.add_parser("json", help="generate JSON (for a schema, a pydantic model, or any object)")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--schema", metavar="FILE", help="JSON schema file, or '-' for stdin")
+    source.add_argument("--pydantic", metavar="MODULE:CLASS", help="a pydantic model, e.g. myapp.models:Person")
+    p.add_argument("--no-schema-in-prompt", action="store_true", help="do not show the schema to the model")
+    _add_generation_options(p)
+    p = sub.add_parser("regex", help="generate text matching a regular expression")
+    p.add_argument("pattern")
+    _add_generation_options(p)
+    p = sub.add_parser("grammar", help="generate text in a Lark grammar (bundled name or .lark file)")
+    p.add_argument("grammar", help="a bundled grammar name or a path to a .lark file")
+    _add_generation_options(p)
+    p = sub.add_parser("choice", help="pick one of several strings")
+    p.add_argument("choices", nargs="+")
+    _add_generation_options(p)
+    p = sub.add_parser("verify", help="statistical self-check: speculative == plain constrained sampling")
+    p.add_argument("--samples", type=int, default=20000, help="number of sampled sequences (default 20000)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--alpha", type=float, default=0.001, help="significance level (default 0.001)")
+    return parser
+
+
+def _log(message: str, quiet: bool) -> None:
+    if not quiet:
+        print(f"[constrained_spec] {message}", file=sys.stderr, flush=True)
+
+
+def _read_prompt(args: argparse.Namespace) -> str:
+    if args.prompt is not None and args.prompt != "-":
+        return args.prompt
+    if getattr(args, "schema", None) == "-":
+        raise BadInput("the schema is read from stdin, so give the prompt with --prompt")
+    if sys.stdin.isatty():
+        raise BadInput("no prompt: pass --prompt TEXT or pipe the prompt into stdin")
+    return sys.stdin.read()
+
+
+def _constraint(args: argparse.Namespace) -> dict[str, Any]:
+    from .schemas import import_object, load_schema_file
+
+    if args.command == "json":
+        if args.schema is not None:
+            return {"schema": load_schema_file(args.schema)}
+        if args.pydantic is not None:
+            return {"schema": import_object(args.pydantic)}
+        return {"json_object": True}
+    if args.command == "regex":
+        return {"regex": args.pattern}
+    if args.command == "grammar":
+        looks_like_file = args.grammar.endswith(".lark") or "/" in args.grammar
+        if looks_like_file:
+            path = Path(args.grammar).expanduser()
+            if not path.is_file():
+                raise BadInput(f"grammar file not found: {args.grammar}")
+            return {"grammar": path.read_text(encoding="utf-8")}
+        return {"grammar": args.grammar}
+    return {"choices": list(args.choices)}
+
+
+def _format_stats(result: Any) -> str:
+    s = result.stats
+    parts = [f"{len(result.token_ids)} tokens", f"finish={result.finish_reason}"]
+    if s.get("elapsed_s"):
+        parts.append(f"{s['elapsed_s']:.2f} s")
+    if s.get("tokens_per_second"):
+        parts.append(f"{s['tokens_per_second']:.1f} tok/s")
+    if s.get("mean_accepted_length") is not None:
+        parts.append(f"mean accepted length {s['mean_accepted_length']:.2f}")
+    if s.get("acceptance_rate") is not None and s.get("drafted"):
+        parts.append(f"acceptance {s['acceptance_rate']:.2f} of {s['drafted']} drafted")
+    return ", ".join(parts)
+
+
+def _run_generation(args: argparse.Namespace) -> int:
+    from .sampling import SamplingParams
+
+    quiet = args.quiet
+    # Everything that can be checked without the model is checked first: bad input fails fast.
+    params = SamplingParams(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed, max_tokens=args.max_tokens)
+    constraint = _constraint(args)
+    prompt = _read_prompt(args)
+    from .chat import normalize_messages
+
+    normalize_messages(prompt, args.system)
+    from .api import Generator
+
+    generator = Generator(args.model, draft=args.draft, backend=args.backend, verbose=not quiet)
+    options = dict(params=params, system_prompt=args.system, **constraint)
+    if args.command == "json":
+        options["schema_in_prompt"] = not args.no_schema_in_prompt
+    if args.stream:
+        stream = generator.stream(prompt, **options)
+        for delta in stream:
+            sys.stdout.write(delta)
+            sys.stdout.flush()
+        sys.stdout.write("\n")
+        result = stream.result
+    else:
+        result = generator.generate(prompt, **options)
+        sys.stdout.write(result.text + "\n")
+    sys.stdout.flush()
+    _log(_format_stats(result), quiet)
+    if result.incomplete:
+        print(f"error: the output is incomplete ({result.finish_reason}): raise --max-tokens (now {params.max_tokens})", file=sys.stderr)
+        return EXIT_INCOMPLETE
+    return EXIT_OK
+
+
+def _run_verify(args: argparse.Namespace) -> int:
+    if args.samples < 100:
+        raise BadInput(f"--samples must be at least 100, got {args.samples}")
+    if not 0 < args.alpha < 1:
+        raise BadInput(f"--alpha must be in (0, 1), got {args.alpha}")
+    from .selfcheck import run_selfcheck
+
+    report = run_selfcheck(samples=args.samples, seed=args.seed, alpha=args.alpha, log=lambda m: print(m, file=sys.stderr, flush=True))
+    print(report.summary())
+    return EXIT_OK if report.passed else EXIT_ERROR
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (the console script passes it to sys.exit)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)  # usage errors exit with code 2 (argparse)
+    from .grammar.protocol import GrammarError
+    from .schemas import OutputValidationError
+
+    try:
+        if args.command == "verify":
+            return _run_verify(args)
+        return _run_generation(args)
+    except OutputValidationError as exc:  # a bug, not the user's input
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except (ValueError, GrammarError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

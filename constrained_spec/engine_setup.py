@@ -1,0 +1,74 @@
+"""User choices -> the objects the speculative loop needs: vocabulary, proposer, runner, engine.
+
+`draft` names a proposer: "auto" (the proposers package's default chain), "forced", "ngram",
+"suffix", "none" (no speculation), a local draft-model folder (an HF causal LM sharing the
+target's tokenizer), or a ready `Proposer` object.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DRAFT_NAMES", "make_vocabulary", "make_proposer", "build_engine"]
+
+DRAFT_NAMES = ("auto", "forced", "ngram", "suffix", "none")
+
+
+def make_vocabulary(loaded: Any) -> Any:
+    """The grammar vocabulary of a LoadedModel; the mask is as wide as the model's logits."""
+    from .grammar import Vocabulary
+
+    return Vocabulary.from_tokenizer(loaded.tokenizer, size=loaded.logits_width)
+
+
+def make_proposer(draft: Any, loaded: Any, vocabulary: Any) -> Any:
+    """A proposer (or None for "none") for `draft`; ValueError for an unknown name or folder."""
+    if draft is None or draft == "none":
+        return None
+    if not isinstance(draft, (str, Path)):
+        if not hasattr(draft, "propose"):
+            raise ValueError(f"draft must be one of {', '.join(DRAFT_NAMES)}, a draft model folder or a Proposer, got {draft!r}")
+        return draft
+    from . import proposers
+
+    name = str(draft)
+    token_bytes = vocabulary.token_bytes
+    if name == "auto":
+        return proposers.auto_proposer(loaded.tokenizer, token_bytes=token_bytes)
+    if name == "forced":
+        return proposers.ForcedProposer(loaded.tokenizer, token_bytes=token_bytes)
+    if name == "ngram":
+        return proposers.NgramProposer()
+    if name == "suffix":
+        return proposers.SuffixProposer()
+    folder = Path(name).expanduser()
+    if not folder.is_dir():
+        raise ValueError(f"unknown draft {name!r}: expected one of {', '.join(DRAFT_NAMES)} or a draft model folder")
+    from .models import load_model
+
+    draft_model = load_model(folder)
+    if draft_model.vocab_size != loaded.vocab_size:
+        raise ValueError(
+            f"draft model {folder} has a tokenizer of {draft_model.vocab_size} tokens, the target {loaded.vocab_size}: "
+            "a draft model must share the target's tokenizer"
+        )
+    return proposers.DraftModelProposer(draft_model.model)
+
+
+def build_engine(loaded: Any, *, draft: Any = "auto", max_draft_tokens: int = 8, vocabulary: Any = None) -> Any:
+    """A speculative Engine over an HF runner for `loaded` with the chosen proposer."""
+    from .runners import HFRunner
+    from .speculative import Engine
+
+    vocabulary = vocabulary if vocabulary is not None else make_vocabulary(loaded)
+    proposer = make_proposer(draft, loaded, vocabulary) if max_draft_tokens > 0 else None
+    tokenizer = loaded.tokenizer
+    return Engine(
+        HFRunner(loaded.model),
+        eos_token_id=int(tokenizer.eos_token_id),
+        proposer=proposer,
+        vocabulary_limit=loaded.vocab_size,
+        decode=lambda ids: tokenizer.decode(ids, skip_special_tokens=True),
+        max_draft_tokens=max(max_draft_tokens, 1),
+    )

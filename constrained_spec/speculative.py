@@ -1,0 +1,369 @@
+"""The speculative loop: exact grammar-constrained speculative decoding for a batch of requests.
+
+One `Engine.step()` does, for every unfinished request:
+1. propose up to g draft tokens (g from the adaptive policy), cut to what the grammar allows;
+2. advance the matcher along the draft once, filling the k + 1 bitmask rows (one per draft
+   position plus the bonus position);
+3. score `[last committed token] + draft` with the runner: k + 1 logit rows in one forward;
+4. turn logits into p with `sampling.process_logits` (penalties see the draft prefix, the same
+   rows mask the target) and verify with the exact rejection sampler;
+5. commit the accepted drafts plus the recovered/bonus token, roll the matcher and the runner
+   back to the committed state, and stop on EOS / grammar end / stop string / max_tokens.
+
+Exactness: each step emits tokens distributed exactly as target sampling from the committed
+prefix (rejection.py proves the rule). Whatever decides the draft (its length, the proposer) is
+fixed before the step's random numbers are drawn, and cuts only ever drop positions *after* a
+drafted token based on the tokens up to it, so the induction over steps holds.
+
+Token accounting: `max_tokens` counts every sampled token, EOS included; EOS is not put in
+`token_ids`. A request stopped by max_tokens reports finish_reason "length" (incomplete).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from .bitmask import new_bitmask
+from .grammar.protocol import CompiledGrammar, GrammarMatcher
+from .proposers.base import Draft, ProposalContext, Proposer
+from .rejection import draw_randomness, rejection_sample
+from .runners import Runner
+from .sampling import SamplingParams, process_logits
+from .spec_stats import DraftLengthPolicy, SpecStats
+
+__all__ = ["Engine", "RequestOutput", "SpecStats"]
+
+_DRAFT_SEED_OFFSET = 0x9E3779B97F4A7C15  # draft randomness: a stream separate from verification
+
+
+@dataclass
+class RequestOutput:
+    """One request's state after a step. `token_ids`: everything generated so far (no EOS);
+    `new_token_ids`: this step's delta. `text`: the decoded output (cut before a stop string),
+    set when finished and the engine has `decode`."""
+
+    request_id: str
+    prompt_ids: list[int]
+    token_ids: list[int]
+    new_token_ids: list[int]
+    finished: bool
+    finish_reason: str | None  # "stop", "length", "abort" or None while running
+    stats: SpecStats
+    text: str | None = None
+
+
+@dataclass
+class _Request:
+    request_id: str
+    prompt_ids: list[int]
+    params: SamplingParams
+    matcher: GrammarMatcher | None
+    verify_gen: torch.Generator
+    draft_gen: torch.Generator
+    policy: DraftLengthPolicy
+    last_token: int  # committed but not yet in the runner's context
+    output_ids: list[int] = field(default_factory=list)
+    sampled: int = 0  # tokens sampled so far, EOS included (what max_tokens bounds)
+    stats: SpecStats = field(default_factory=SpecStats)
+    started_at: float = 0.0
+    finish_reason: str | None = None
+    text: str | None = None
+
+
+@dataclass
+class _Planned:
+    """One request's draft for this step. `valid`: leading draft tokens the grammar accepts
+    (a dense draft may end with one forbidden token, which verification always rejects)."""
+
+    draft: Draft
+    valid: int
+    bitmask: torch.Tensor | None = None  # int32 [k + 1, W]
+
+
+class Engine:
+    """Batched exact speculative decoding. See the module docstring for the loop.
+
+    runner: a `runners.Runner`. proposer: drafts tokens (None: plain constrained sampling through
+    the same loop). vocabulary_limit: tokens >= this id are never sampled. decode: token ids ->
+    text, needed for stop strings. max_draft_tokens: the most drafts per step. adaptive: choose
+    the draft length per request from its acceptance (spec_stats.DraftLengthPolicy).
+    kernel_backend: "auto" uses the Triton rejection kernel on CUDA tensors, "torch" never.
+    """
+
+    def __init__(
+        self,
+        runner: Runner,
+        *,
+        eos_token_id: int,
+        proposer: Proposer | None = None,
+        vocabulary_limit: int | None = None,
+        decode: Callable[[list[int]], str] | None = None,
+        max_draft_tokens: int = 8,
+        adaptive: bool = True,
+        kernel_backend: str = "auto",
+        policy_factory: Callable[[int], DraftLengthPolicy] | None = None,
+    ) -> None:
+        if max_draft_tokens < 0:
+            raise ValueError(f"max_draft_tokens must be >= 0, got {max_draft_tokens}")
+        if kernel_backend not in ("auto", "torch", "triton"):
+            raise ValueError(f"kernel_backend must be 'auto', 'torch' or 'triton', got {kernel_backend!r}")
+        self.runner = runner
+        self.eos_token_id = eos_token_id
+        self.proposer = proposer
+        self.vocabulary_limit = vocabulary_limit
+        self.decode = decode
+        self.max_draft_tokens = max_draft_tokens
+        self.adaptive = adaptive
+        self.kernel_backend = kernel_backend
+        self.policy_factory = policy_factory or (lambda k: DraftLengthPolicy(k))
+        self._requests: dict[str, _Request] = {}
+        self._incoming: list[_Request] = []
+        self._aborts: set[str] = set()
+        self._lock = threading.Lock()
+        self._ids = itertools.count()
+
+    # ---- requests (thread-safe; take effect at the next step) ----
+
+    def add_request(
+        self,
+        prompt_ids: Sequence[int],
+        params: SamplingParams,
+        grammar: CompiledGrammar | None = None,
+        request_id: str | None = None,
+    ) -> str:
+        prompt = [int(t) for t in prompt_ids]
+        if not prompt:
+            raise ValueError("prompt_ids must not be empty (the model needs at least one token to condition on)")
+        if not isinstance(params, SamplingParams):
+            raise TypeError(f"params must be SamplingParams, got {type(params).__name__}")
+        if params.stop and self.decode is None:
+            raise ValueError("stop strings need the engine's `decode` function (Engine(..., decode=...))")
+        seed = params.seed if params.seed is not None else int(torch.randint(0, 2**62, (1,)))
+        request = _Request(
+            request_id=request_id if request_id is not None else f"req-{next(self._ids)}-{uuid.uuid4().hex[:8]}",
+            prompt_ids=prompt,
+            params=params,
+            matcher=grammar.matcher() if grammar is not None else None,
+            verify_gen=torch.Generator().manual_seed(seed),
+            draft_gen=torch.Generator().manual_seed((seed + _DRAFT_SEED_OFFSET) % 2**63),
+            policy=self.policy_factory(self.max_draft_tokens),
+            last_token=prompt[-1],
+        )
+        with self._lock:
+            if request.request_id in self._requests or any(r.request_id == request.request_id for r in self._incoming):
+                raise ValueError(f"request id {request.request_id!r} is already in use")
+            self._incoming.append(request)
+        return request.request_id
+
+    def abort(self, request_id: str) -> None:
+        """Stop a request at the next step (finish_reason "abort"); unknown ids are ignored."""
+        with self._lock:
+            self._aborts.add(request_id)
+
+    def has_unfinished(self) -> bool:
+        with self._lock:
+            return bool(self._requests or self._incoming)
+
+    # ---- the loop ----
+
+    def step(self) -> list[RequestOutput]:
+        """One speculative step for every unfinished request; returns their outputs."""
+        with self._lock:
+            incoming, self._incoming = self._incoming, []
+            aborts, self._aborts = self._aborts, set()
+        now = time.perf_counter()
+        for request in incoming:
+            self.runner.start(request.request_id, request.prompt_ids[:-1])
+            request.started_at = now
+            self._requests[request.request_id] = request
+        outputs = []
+        for request_id in aborts:
+            request = self._requests.get(request_id)
+            if request is not None:
+                request.finish_reason = "abort"
+                outputs.append(self._finish(request, []))
+        active = list(self._requests.values())
+        if not active:
+            return outputs
+
+        plans = [self._plan(r) for r in active]  # 1 + 2: drafts and mask rows
+        logits = self.runner.score([(r.request_id, [r.last_token] + p.draft.token_ids) for r, p in zip(active, plans)])  # 3
+        emitted, num_accepted = self._verify(active, plans, logits)  # 4
+        for request, plan, tokens, m in zip(active, plans, emitted, num_accepted):  # 5
+            outputs.append(self._commit(request, plan, tokens, m))
+        return outputs
+
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        params: SamplingParams | Sequence[SamplingParams],
+        grammars: Sequence[CompiledGrammar | None] | CompiledGrammar | None = None,
+    ) -> list[RequestOutput]:
+        """Run `prompts` to completion; returns their final outputs in order."""
+        count = len(prompts)
+        params_list = [params] * count if isinstance(params, SamplingParams) else list(params)
+        grammar_list = list(grammars) if isinstance(grammars, (list, tuple)) else [grammars] * count
+        if len(params_list) != count or len(grammar_list) != count:
+            raise ValueError(f"{count} prompts need as many params and grammars (got {len(params_list)} and {len(grammar_list)})")
+        ids = [self.add_request(p, sp, g) for p, sp, g in zip(prompts, params_list, grammar_list)]
+        final: dict[str, RequestOutput] = {}
+        wanted = set(ids)
+        while wanted - final.keys():
+            for out in self.step():
+                if out.finished and out.request_id in wanted:
+                    final[out.request_id] = out
+        return [final[i] for i in ids]
+
+    # ---- the pieces of a step ----
+
+    def _plan(self, r: _Request) -> _Planned:
+        """Ask the proposer for a draft, cut it to what may be verified, and fill its mask rows."""
+        budget = r.params.max_tokens - r.sampled - 1  # k drafts emit up to k + 1 tokens
+        k = min(r.policy.choose() if self.adaptive else self.max_draft_tokens, budget)
+        draft = Draft()
+        if self.proposer is not None and k > 0:
+            context = ProposalContext(r.request_id, r.prompt_ids, r.output_ids, r.params, r.matcher, r.draft_gen)
+            draft = self.proposer.propose(context, k)
+        tokens = [int(t) for t in draft.token_ids[:k]]
+        vocab = self.runner.vocab_size
+        if any(not 0 <= t < vocab for t in tokens):
+            raise ValueError(f"proposer {draft.source or type(self.proposer).__name__!r} drafted a token outside [0, {vocab})")
+        dense = draft.probs is not None
+        valid = r.matcher.validate_tokens(tokens) if r.matcher is not None else len(tokens)
+        # One-hot drafts are deterministic, so any cut is exact. A sampled (dense) draft keeps its
+        # first forbidden token: verification rejects it with the exact residual.
+        keep = min(len(tokens), valid + 1) if dense else valid
+        if self.eos_token_id in tokens[:keep]:  # nothing follows EOS
+            keep = tokens.index(self.eos_token_id) + 1
+        tokens = tokens[:keep]
+        valid = min(valid, keep)
+        bitmask = None
+        if r.matcher is not None:
+            bitmask, keep = self._mask_rows(r.matcher, tokens, valid)
+            tokens, valid = tokens[:keep], min(valid, keep)
+        probs = draft.probs[: len(tokens)] if dense else None
+        if probs is not None and probs.shape != (len(tokens), vocab):
+            raise ValueError(f"draft probs must be [{len(tokens)}, {vocab}], got {tuple(probs.shape)}")
+        cut = Draft(token_ids=tokens, probs=probs, source=draft.source, num_forced=min(draft.num_forced, len(tokens)))
+        return _Planned(draft=cut, valid=valid, bitmask=bitmask)
+
+    @staticmethod
+    def _mask_rows(matcher: GrammarMatcher, tokens: list[int], valid: int) -> tuple[torch.Tensor, int]:
+        """Advance the matcher along the valid drafts, filling one mask row per position. Rows
+        the target can never be asked about (after a forbidden or terminating token) allow all.
+        The draft is cut after a token that terminates the grammar. Returns (bitmask [k + 1, W],
+        kept draft length); the matcher is left advanced by min(valid, kept) tokens."""
+        bitmask = new_bitmask(len(tokens) + 1, matcher.vocab_size, allow_all=True)  # [k + 1, W]
+        for j in range(len(tokens) + 1):
+            if matcher.is_terminated():  # draft j - 1 ended the grammar: cut what follows
+                return bitmask[: j + 1], j
+            matcher.fill_bitmask(bitmask, j)
+            if j == valid:
+                break
+            matcher.accept_token(tokens[j])
+        return bitmask, len(tokens)
+
+    def _verify(self, active: list[_Request], plans: list[_Planned], logits: list[torch.Tensor]) -> tuple[list[list[int]], list[int]]:
+        """Process every request's k + 1 rows into p and run the rejection sampler on the batch."""
+        vocab = logits[0].shape[-1]
+        device = logits[0].device
+        target = torch.cat(
+            [
+                process_logits(lg, r.params, r.prompt_ids, r.output_ids, p.draft.token_ids, p.bitmask, self.vocabulary_limit)
+                for r, p, lg in zip(active, plans, logits)
+            ]
+        )  # [D + B, V]
+        counts = [len(p.draft) for p in plans]
+        draft_ids = torch.tensor([t for p in plans for t in p.draft.token_ids], dtype=torch.long, device=device)  # [D]
+        cu = torch.tensor([0] + list(itertools.accumulate(counts)), dtype=torch.long, device=device)  # [B + 1]
+        draft_probs = None
+        if any(p.draft.probs is not None for p in plans):
+            rows = []
+            for p in plans:  # one-hot drafts become one-hot q rows: the same rule
+                q = p.draft.probs
+                if q is None:
+                    q = torch.nn.functional.one_hot(torch.tensor(p.draft.token_ids, dtype=torch.long), vocab).float()
+                rows.append(q.to(device, torch.float32))
+            draft_probs = torch.cat(rows)  # [D, V]
+        randomness = draw_randomness([r.verify_gen for r in active], counts, vocab, device)
+        greedy = torch.tensor([r.params.greedy for r in active], dtype=torch.bool, device=device)  # [B]
+        out, num_accepted = rejection_sample(target, draft_ids, cu, draft_probs, randomness, greedy)
+        out, num_accepted = out.tolist(), num_accepted.tolist()
+        return [row[: m + 1] for row, m in zip(out, num_accepted)], num_accepted
+
+    def _commit(self, r: _Request, plan: _Planned, tokens: list[int], m: int) -> RequestOutput:
+        """Keep the m accepted drafts and the final token; roll matcher and runner back to match."""
+        k = len(plan.draft)
+        if m > plan.valid:
+            raise RuntimeError(f"request {r.request_id}: accepted {m} drafts but only {plan.valid} are grammar-valid")
+        if r.matcher is not None:
+            advanced = min(plan.valid, k)
+            r.matcher.rollback(advanced - m)
+            if r.matcher.is_terminated():  # x_m was EOS or ended the grammar: drop the bonus
+                tokens = tokens[:m]
+            else:
+                r.matcher.accept_token(tokens[m])
+        r.stats.record(k, m, plan.draft.num_forced, len(tokens))
+        r.policy.observe(k, m)
+        new: list[int] = []
+        for token in tokens:
+            r.sampled += 1
+            if token == self.eos_token_id:
+                r.finish_reason = "stop"
+                break
+            r.output_ids.append(token)
+            new.append(token)
+            if r.params.stop and self._hit_stop(r):
+                r.finish_reason = "stop"
+                break
+        if r.finish_reason is None:
+            if r.matcher is not None and r.matcher.is_terminated():
+                r.finish_reason = "stop"
+            elif r.sampled >= r.params.max_tokens:
+                r.finish_reason = "length"
+        if r.finish_reason is not None:
+            return self._finish(r, new)
+        self.runner.rollback(r.request_id, k - m)  # the context keeps x_1..x_m; the last token waits
+        r.last_token = tokens[m]
+        r.stats.elapsed_s = time.perf_counter() - r.started_at
+        return self._output(r, new)
+
+    def _hit_stop(self, r: _Request) -> bool:
+        """Does the text end with a stop string now? Decodes only a short tail of the output."""
+        window = max(len(s) for s in r.params.stop) + 2
+        tail = self.decode(r.output_ids[-window:])
+        if not any(s in tail for s in r.params.stop):
+            return False
+        text = self.decode(r.output_ids)
+        r.text = text[: min(i for i in (text.find(s) for s in r.params.stop) if i >= 0)]
+        return True
+
+    def _finish(self, r: _Request, new: list[int]) -> RequestOutput:
+        self.runner.release(r.request_id)
+        del self._requests[r.request_id]
+        r.stats.elapsed_s = time.perf_counter() - r.started_at
+        if r.text is None and self.decode is not None:
+            r.text = self.decode(r.output_ids)
+        if self.proposer is not None and r.finish_reason != "abort":
+            self.proposer.observe(r.prompt_ids, r.output_ids)
+        return self._output(r, new)
+
+    @staticmethod
+    def _output(r: _Request, new: list[int]) -> RequestOutput:
+        return RequestOutput(
+            request_id=r.request_id,
+            prompt_ids=r.prompt_ids,
+            token_ids=list(r.output_ids),
+            new_token_ids=new,
+            finished=r.finish_reason is not None,
+            finish_reason=r.finish_reason,
+            stats=r.stats,
+            text=r.text,
+        )

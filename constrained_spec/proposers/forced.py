@@ -1,0 +1,118 @@
+"""Grammar-forced strings: where the grammar allows exactly one text continuation (a JSON key,
+`", "`, closing brackets, an enum or const value), propose its canonical tokenization.
+
+The draft is one-hot and a deterministic function of the grammar state, so the exact rejection
+rule verifies it like any other draft: at T = 0 it is accepted wherever the model would emit the
+same tokens, at T > 0 with probability p(x). It costs no model call to produce.
+
+Token boundaries: the model may merge the end of the forced text with what follows (`":` + `"`
+-> `":"`), which would make the last proposed token wrong. Measured on SmolLM2-135M with JSON
+prompts (greedy, xgrammar mask, 36 forced strings): the full canonical tokenization was emitted 32
+times, and in none of the 4 misses was only the last token wrong, so `tail="keep"` (propose it)
+is the default; `tail="drop"` holds the last token back. When the prompt does not ask for JSON,
+the model spells forced keys in odd pieces (`"`, `n`, `am`, `e`) and acceptance falls to ~30%:
+the suffix proposer, which learns the model's own spelling from earlier outputs, covers that.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .base import Draft, ProposalContext
+
+__all__ = ["ForcedProposer", "as_encode"]
+
+Encode = Callable[[str], Sequence[int]]
+
+
+def as_encode(tokenizer_or_encode: Any) -> Encode:
+    """A `str -> token ids` callable from a Hugging Face tokenizer (no special tokens added) or
+    from a callable that already is one."""
+    if hasattr(tokenizer_or_encode, "encode"):
+        tokenizer = tokenizer_or_encode
+        return lambda text: tokenizer.encode(text, add_special_tokens=False)
+    if callable(tokenizer_or_encode):
+        return tokenizer_or_encode
+    raise TypeError(f"expected a tokenizer with .encode or a callable str -> token ids, got {type(tokenizer_or_encode).__name__}")
+
+
+def _valid_utf8_prefix(data: bytes) -> str:
+    """The longest prefix of `data` that is complete UTF-8, decoded (forced bytes may stop inside
+    a multi-byte character)."""
+    for cut in range(len(data), max(len(data) - 4, -1), -1):
+        try:
+            return data[:cut].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+    return ""
+
+
+class ForcedProposer:
+    """Proposes the canonical tokenization of `matcher.forced_bytes()`, cut where the grammar
+    rejects it. `encode`: a tokenizer or `str -> ids` callable. `token_bytes` (each token's bytes,
+    index = id), when given, checks that the encoding spells exactly the forced bytes and cuts it
+    where it does not (SentencePiece tokenizers prepend a space, some normalize text)."""
+
+    name = "forced"
+
+    def __init__(
+        self,
+        encode: Any,
+        *,
+        token_bytes: Sequence[bytes | None] | None = None,
+        tail: str = "keep",
+        max_bytes: int = 64,
+        cache_size: int = 4096,
+    ) -> None:
+        if tail not in ("keep", "drop"):
+            raise ValueError(f"tail={tail!r}: must be 'keep' or 'drop'")
+        if max_bytes < 1:
+            raise ValueError(f"max_bytes={max_bytes}: must be >= 1")
+        self._encode = as_encode(encode)
+        self.tail = tail
+        self._token_bytes = list(token_bytes) if token_bytes is not None else None
+        self.max_bytes = max_bytes
+        self._cache: OrderedDict[str, list[int]] = OrderedDict()  # forced text -> ids, LRU
+        self._cache_size = cache_size
+
+    def _tokenize(self, text: str) -> list[int]:
+        ids = self._cache.get(text)
+        if ids is None:
+            ids = [int(i) for i in self._encode(text)]
+            if self._token_bytes is not None:
+                ids = self._spelled_prefix(ids, text.encode("utf-8"))
+            self._cache[text] = ids
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(text)
+        return ids
+
+    def _spelled_prefix(self, ids: list[int], data: bytes) -> list[int]:
+        """The longest prefix of `ids` whose token bytes are a prefix of `data`."""
+        pos = 0
+        for n, token in enumerate(ids):
+            piece = self._token_bytes[token] if 0 <= token < len(self._token_bytes) else None
+            if not piece or not data.startswith(piece, pos):
+                return ids[:n]
+            pos += len(piece)
+        return ids
+
+    def propose(self, context: ProposalContext, max_tokens: int) -> Draft:
+        matcher = context.matcher
+        if matcher is None or max_tokens <= 0 or matcher.is_terminated():
+            return Draft(source=self.name)
+        text = _valid_utf8_prefix(matcher.forced_bytes(self.max_bytes))
+        if not text:
+            return Draft(source=self.name)
+        ids = self._tokenize(text)
+        if self.tail == "drop":
+            ids = ids[:-1]
+        ids = ids[:max_tokens]
+        ids = ids[: matcher.validate_tokens(ids)] if ids else ids
+        return Draft(token_ids=ids, source=self.name, num_forced=len(ids))
+
+    def observe(self, prompt_ids: Sequence[int], output_ids: Sequence[int]) -> None:
+        """Forced strings come from the grammar alone: nothing to learn."""

@@ -1,0 +1,62 @@
+import pytest
+
+from constrained_spec.proposers import NgramProposer, ProposalContext
+from constrained_spec.sampling import SamplingParams
+from proposer_toys import PEOPLE, SetMatcher, decode, encode
+
+
+def context(prompt, output, matcher=None):
+    return ProposalContext("r", prompt_ids=list(prompt), output_ids=list(output), params=SamplingParams(), matcher=matcher)
+
+
+def test_copies_from_the_prompt():
+    prompt = [5, 6, 7, 8, 9, 10, 11, 3]
+    draft = NgramProposer(min_n=2).propose(context(prompt, [1, 7, 8]), 4)
+    assert draft.token_ids == [9, 10, 11, 3]
+    assert draft.probs is None and draft.source == "ngram"
+
+
+def test_longest_match_wins_and_most_recent_breaks_ties():
+    # [2, 3] is followed by 4 early and by 9 later; [1, 2, 3] only by 4: the longer match decides.
+    prompt = [1, 2, 3, 4, 0, 2, 3, 9]
+    assert NgramProposer(min_n=2, max_n=3).propose(context(prompt, [1, 2, 3]), 1).token_ids == [4]
+    assert NgramProposer(min_n=2, max_n=2).propose(context(prompt, [7, 2, 3]), 1).token_ids == [9]
+
+
+def test_no_match_and_no_budget_give_empty_drafts():
+    assert len(NgramProposer().propose(context([1, 2, 3], [4, 5]), 4)) == 0
+    assert len(NgramProposer(min_n=1).propose(context([1, 2, 3], [2]), 0)) == 0
+
+
+def test_cut_at_first_token_the_grammar_forbids_and_prefers_grammar_valid_copy():
+    # The prompt holds the JSON twice; the most recent copy continues with a forbidden token.
+    good = encode('{"name":"Alice","age":30}')
+    bad = encode('{"name":"Alixx')
+    m = SetMatcher(PEOPLE)
+    out = encode('{"name":"')
+    for t in out:
+        m.accept_token(t)
+    draft = NgramProposer(min_n=2).propose(context(good + [1] + bad, out, m), 10)
+    assert m.validate_tokens(draft.token_ids) == len(draft) > 0
+    assert decode(draft.token_ids).startswith(b"Alice")
+
+
+def test_grammar_cut_with_single_candidate():
+    prompt = encode('{"name":"Alixx"}')
+    m = SetMatcher(PEOPLE)
+    out = encode('{"name":"')
+    for t in out:
+        m.accept_token(t)
+    draft = NgramProposer(min_n=2).propose(context(prompt, out, m), 10)
+    assert decode(draft.token_ids) == b"Ali"
+
+
+def test_deterministic():
+    prompt, out = [3, 1, 4, 1, 5, 9, 2, 6, 1, 4], [1, 4]
+    proposer = NgramProposer(min_n=1)
+    assert len({tuple(proposer.propose(context(prompt, out), 3).token_ids) for _ in range(3)}) == 1
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="min_n <= max_n"):
+        NgramProposer(min_n=3, max_n=2)

@@ -1,0 +1,110 @@
+"""One choice's output: engine tokens -> text, stop strings, stream deltas, and the final
+OpenAI message (content, or validated `tool_calls`).
+
+Text is re-decoded from all tokens each time (byte-level BPE can split a character across
+tokens), and a stream delta is held back while it ends in an unfinished UTF-8 character or could
+be the start of a stop string. Tool-call output is never streamed piecemeal: a call is sent whole,
+once its arguments are complete and validated. In "auto" mode text is held until it is clear
+whether the output starts with the call marker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .server_protocol import ApiError
+from .tools import TOOL_CALL_OPEN, ToolPlan, parse_calls, split_auto_output
+
+__all__ = ["ChoiceOutput"]
+
+
+def _cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, bool]:
+    cuts = [i for i in (text.find(s) for s in stops) if i >= 0]
+    return (text[: min(cuts)], True) if cuts else (text, False)
+
+
+class ChoiceOutput:
+    """Accumulates one engine request. `mode`: "text" (plain / JSON content), "required" (the
+    whole output is a calls array) or "auto" (text or a marked calls array)."""
+
+    def __init__(self, index: int, decode: Callable[[list[int]], str], eos_token_id: int,
+                 stops: Sequence[str], plan: ToolPlan) -> None:
+        self.index = index
+        self._decode = decode
+        self._eos = eos_token_id
+        self.plan = plan
+        self.mode = {"none": "text", "required": "required", "auto": "auto"}[plan.mode]
+        self.stops = tuple(stops) if self.mode != "required" else ()  # stop strings never cut a call
+        self.token_ids: list[int] = []
+        self.text = ""
+        self.finish_reason: str | None = None  # engine's: "stop" | "length" | "abort"
+        self.stop_hit = False  # a stop string ended the output (the engine request must be aborted)
+        self.stats: dict[str, Any] = {}
+        self._sent = 0
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+    def update(self, output: Any) -> None:
+        """Take the engine's latest RequestOutput (or its final one)."""
+        ids = [int(t) for t in output.token_ids]
+        if ids and ids[-1] == self._eos:
+            ids = ids[:-1]
+        self.token_ids = ids
+        text, hit = self._decode(ids), False
+        if self.stops and not (self.mode == "auto" and text.startswith(TOOL_CALL_OPEN)):
+            text, hit = _cut_at_stop(text, self.stops)
+        self.text = text
+        stats = getattr(output, "stats", None)
+        if stats is not None:
+            self.stats = stats.to_dict() if hasattr(stats, "to_dict") else dict(stats)
+        if hit:
+            self.stop_hit = True
+            self.finish_reason = "stop"
+        elif output.finished:
+            self.finish_reason = output.finish_reason
+
+    def _is_call(self) -> bool | None:
+        """auto mode: True / False once known, None while the text could still become a call."""
+        if self.text.startswith(TOOL_CALL_OPEN):
+            return True
+        if TOOL_CALL_OPEN.startswith(self.text) and not self.finished:
+            return None
+        return False
+
+    def content_delta(self) -> str:
+        """New content text safe to stream now ("" if none)."""
+        if self.mode == "required" or (self.mode == "auto" and self._is_call() is not False):
+            return ""
+        ready = len(self.text)
+        if not self.finished:
+            ready -= max((len(s) for s in self.stops), default=1) - 1
+            while ready > self._sent and self.text[ready - 1] == "\ufffd":  # unfinished UTF-8 char
+                ready -= 1
+        if ready <= self._sent:
+            return ""
+        delta = self.text[self._sent:ready]
+        self._sent = ready
+        return delta
+
+    def final(self) -> tuple[str | None, list[dict[str, Any]] | None, str]:
+        """(content, tool_calls, finish_reason) once finished. Tool calls are returned only when
+        complete; an output cut by max_tokens is returned as content with finish_reason "length"."""
+        assert self.finish_reason is not None, "final() before the choice finished"
+        if self.finish_reason == "length":
+            return self.text, None, "length"
+        calls_json = None
+        content: str | None = self.text
+        if self.mode == "required":
+            content, calls_json = None, self.text
+        elif self.mode == "auto" and self._is_call():
+            content, calls_json = split_auto_output(self.text)
+        if calls_json is None:
+            return content, None, "stop"
+        try:
+            return None, parse_calls(calls_json, self.plan), "tool_calls"
+        except Exception as exc:  # the grammar should make this impossible: report it, loudly
+            raise ApiError(500, f"the generated tool call did not validate ({type(exc).__name__}); this is a bug",
+                           type="server_error") from exc

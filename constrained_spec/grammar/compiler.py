@@ -1,0 +1,171 @@
+"""One entry point, `compile(...)`, over every constraint kind and backend, with a shared cache.
+
+Compiled grammars are immutable, so one cache entry serves every request and thread. The key is
+(constraint kind, canonical spec text, options, vocabulary fingerprint, backend).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .json_ir import Grammar, RecursiveGrammar
+from .json_schema import json_value_grammar, normalize_schema, schema_to_grammar
+from .protocol import CompiledGrammar, GrammarError
+from .regex_backend import CompiledRegex, regex_escape
+from .vocabulary import Vocabulary
+
+__all__ = [
+    "compile", "compile_regex", "compile_json_schema", "compile_json_object", "compile_choices",
+    "compile_grammar", "clear_cache", "BACKENDS",
+]  # fmt: skip
+
+BACKENDS = ("default", "llguidance")
+_CACHE_SIZE = 128
+_cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
+_lock = threading.Lock()
+_building: dict[tuple, threading.Lock] = {}
+
+
+def clear_cache() -> None:
+    with _lock:
+        _cache.clear()
+
+
+def _cached(key: tuple, build: Callable[[], CompiledGrammar]) -> CompiledGrammar:
+    with _lock:
+        if key in _cache:
+            _cache.move_to_end(key)
+            return _cache[key]
+        gate = _building.setdefault(key, threading.Lock())
+    with gate:  # two threads asking for the same grammar build it once
+        with _lock:
+            if key in _cache:
+                return _cache[key]
+        compiled = build()
+        with _lock:
+            _cache[key] = compiled
+            while len(_cache) > _CACHE_SIZE:
+                _cache.popitem(last=False)
+            _building.pop(key, None)
+    return compiled
+
+
+def _check(vocab: Any, backend: str) -> None:
+    if not isinstance(vocab, Vocabulary):
+        raise GrammarError(f"vocab must be a constrained_spec Vocabulary, got {type(vocab).__name__}")
+    if backend not in BACKENDS:
+        raise GrammarError(f"unknown grammar backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+
+
+def _from_ir(grammar: Grammar, vocab: Vocabulary) -> CompiledGrammar:
+    """Regex path when the grammar is regular, the Lark (CFG) engine when it recurses."""
+    try:
+        return CompiledRegex(grammar.to_regex(), vocab)
+    except RecursiveGrammar:
+        pass
+    try:
+        from .lark_engine import compile_lark
+    except ImportError as exc:
+        raise GrammarError("this constraint is recursive and needs the Lark engine, which is not available") from exc
+    return compile_lark(grammar.to_lark(), vocab)
+
+
+def compile_regex(pattern: str, vocab: Vocabulary, backend: str = "default") -> CompiledGrammar:
+    """The full-match constraint of a regex (Rust regex syntax, as outlines-core reads it)."""
+    _check(vocab, backend)
+    if not isinstance(pattern, str):
+        raise GrammarError(f"regex must be a string, got {type(pattern).__name__}")
+    if backend == "llguidance":
+        from .llguidance_backend import compile_llguidance
+
+        return _cached(("regex", pattern, vocab.fingerprint, backend), lambda: compile_llguidance("regex", pattern, vocab))
+    return _cached(("regex", pattern, vocab.fingerprint, backend), lambda: CompiledRegex(pattern, vocab))
+
+
+def compile_json_schema(schema: Any, vocab: Vocabulary, whitespace: str | None = None, backend: str = "default") -> CompiledGrammar:
+    """A JSON schema (dict, JSON string, or pydantic model class). whitespace: None/"compact"
+    (no spaces), "spaced" (json.dumps style), or "flexible" (up to 16 whitespace chars anywhere)."""
+    _check(vocab, backend)
+    whitespace = whitespace or "compact"
+    schema_dict = normalize_schema(schema)
+    text = json.dumps(schema_dict, sort_keys=True)
+    key = ("json_schema", text, whitespace, vocab.fingerprint, backend)
+    if backend == "llguidance":
+        from .llguidance_backend import compile_llguidance
+
+        return _cached(key, lambda: compile_llguidance("json_schema", schema_dict, vocab, whitespace=whitespace))
+    return _cached(key, lambda: _from_ir(schema_to_grammar(schema_dict, whitespace), vocab))
+
+
+def compile_json_object(vocab: Vocabulary, whitespace: str | None = None, backend: str = "default") -> CompiledGrammar:
+    """Any JSON object (JSON-object mode)."""
+    _check(vocab, backend)
+    whitespace = whitespace or "compact"
+    key = ("json_object", whitespace, vocab.fingerprint, backend)
+    if backend == "llguidance":
+        from .llguidance_backend import compile_llguidance
+
+        return _cached(key, lambda: compile_llguidance("json_schema", {"type": "object"}, vocab, whitespace=whitespace))
+    return _cached(key, lambda: _from_ir(json_value_grammar(whitespace, object_only=True), vocab))
+
+
+def compile_choices(choices: Sequence[str], vocab: Vocabulary, backend: str = "default") -> CompiledGrammar:
+    """Exactly one of the given strings."""
+    if isinstance(choices, str) or not choices or not all(isinstance(c, str) for c in choices):
+        raise GrammarError("choices must be a non-empty list of strings")
+    return compile_regex("|".join(f"(?:{regex_escape(c)})" for c in choices), vocab, backend)
+
+
+def compile_grammar(grammar: str, vocab: Vocabulary, backend: str = "default") -> CompiledGrammar:
+    """A Lark grammar: its text, or the name of a bundled grammar (e.g. "json")."""
+    _check(vocab, backend)
+    if not isinstance(grammar, str) or not grammar.strip():
+        raise GrammarError("grammar must be Lark text or the name of a bundled grammar")
+    text = grammar
+    if "\n" not in grammar and ":" not in grammar:  # a bare name: a bundled grammar
+        from .lark_engine import load_bundled_grammar
+
+        text = load_bundled_grammar(grammar)
+    if backend == "llguidance":
+        from .llguidance_backend import compile_llguidance
+
+        return _cached(("lark", text, vocab.fingerprint, backend), lambda: compile_llguidance("lark", text, vocab))
+
+    def build() -> CompiledGrammar:
+        from .lark_engine import compile_lark
+
+        return compile_lark(text, vocab)
+
+    return _cached(("lark", text, vocab.fingerprint, backend), build)
+
+
+def compile(
+    *,
+    regex: str | None = None,
+    json_schema: Any = None,
+    json_object: bool = False,
+    choices: Sequence[str] | None = None,
+    grammar: str | None = None,
+    vocab: Vocabulary,
+    backend: str = "default",
+    whitespace: str | None = None,
+) -> CompiledGrammar:
+    """Compile exactly one constraint for `vocab`; cached by (spec, vocabulary, backend)."""
+    given = [name for name, value in (("regex", regex), ("json_schema", json_schema), ("choices", choices), ("grammar", grammar)) if value is not None]
+    if json_object:
+        given.append("json_object")
+    if len(given) != 1:
+        raise GrammarError(f"compile() needs exactly one constraint (regex, json_schema, json_object, choices, grammar); got {given or 'none'}")
+    if regex is not None:
+        return compile_regex(regex, vocab, backend)
+    if json_schema is not None:
+        return compile_json_schema(json_schema, vocab, whitespace, backend)
+    if json_object:
+        return compile_json_object(vocab, whitespace, backend)
+    if choices is not None:
+        return compile_choices(choices, vocab, backend)
+    return compile_grammar(grammar, vocab, backend)  # type: ignore[arg-type]

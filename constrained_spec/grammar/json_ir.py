@@ -1,0 +1,208 @@
+"""A tiny grammar IR between JSON schemas and the two engines that run them.
+
+A schema is translated once into these nodes; `to_regex` inlines everything into one regex for
+outlines-core (fails with `RecursiveGrammar` on a cycle), `to_lark` writes a Lark grammar where
+only cyclic definitions become rules and every non-recursive piece becomes one regex terminal.
+Regex fragments use only syntax that both Rust's regex crate and Python's `re` read the same way
+(`\\xNN`, classes, `(?:...)`, `{m,n}`).
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+from .regex_backend import regex_escape
+
+__all__ = ["Node", "Lit", "Rx", "Seq", "Alt", "Rep", "Ref", "Grammar", "RecursiveGrammar", "seq", "alt", "opt"]
+
+
+class Node:
+    __slots__ = ()
+
+
+@dataclass(frozen=True)
+class Lit(Node):
+    text: str
+
+
+@dataclass(frozen=True)
+class Rx(Node):
+    pattern: str  # a self-contained regex fragment
+
+
+@dataclass(frozen=True)
+class Seq(Node):
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Alt(Node):
+    options: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Rep(Node):
+    item: Node
+    min: int
+    max: int | None  # None = unbounded
+
+
+@dataclass(frozen=True)
+class Ref(Node):
+    name: str
+
+
+EMPTY = Lit("")
+
+
+def seq(*items: Node) -> Node:
+    flat: list[Node] = []
+    for item in items:
+        if isinstance(item, Seq):
+            flat.extend(item.items)
+        elif item != EMPTY:
+            flat.append(item)
+    # merge adjacent literals: fewer, longer pieces
+    merged: list[Node] = []
+    for item in flat:
+        if merged and isinstance(item, Lit) and isinstance(merged[-1], Lit):
+            merged[-1] = Lit(merged[-1].text + item.text)
+        else:
+            merged.append(item)
+    if not merged:
+        return EMPTY
+    return merged[0] if len(merged) == 1 else Seq(tuple(merged))
+
+
+def alt(*options: Node) -> Node:
+    unique: list[Node] = []
+    for option in options:
+        for o in option.options if isinstance(option, Alt) else (option,):
+            if o not in unique:
+                unique.append(o)
+    return unique[0] if len(unique) == 1 else Alt(tuple(unique))
+
+
+def opt(item: Node) -> Node:
+    return Rep(item, 0, 1)
+
+
+class RecursiveGrammar(Exception):
+    """The grammar has a cycle of definitions: it needs the context-free (Lark) path."""
+
+
+@dataclass
+class Grammar:
+    root: Node
+    defs: dict[str, Node]
+
+    # ---- regex ----
+    def to_regex(self) -> str:
+        return self._regex(self.root, ())
+
+    def _regex(self, node: Node, stack: tuple[str, ...]) -> str:
+        if isinstance(node, Lit):
+            return regex_escape(node.text)
+        if isinstance(node, Rx):
+            return f"(?:{node.pattern})"
+        if isinstance(node, Seq):
+            return "".join(self._regex(i, stack) for i in node.items)
+        if isinstance(node, Alt):
+            return "(?:" + "|".join(self._regex(o, stack) for o in node.options) + ")"
+        if isinstance(node, Rep):
+            return f"(?:{self._regex(node.item, stack)}){_quantifier(node.min, node.max)}"
+        if isinstance(node, Ref):
+            if node.name in stack:
+                raise RecursiveGrammar(node.name)
+            return self._regex(self.defs[node.name], stack + (node.name,))
+        raise TypeError(f"unknown node {node!r}")
+
+    # ---- lark ----
+    def cyclic_names(self) -> set[str]:
+        """Definitions that reach themselves through references."""
+        edges = {name: _refs(node) for name, node in self.defs.items()}
+        cyclic = set()
+        for start in self.defs:
+            seen, todo = set(), list(edges[start])
+            while todo:
+                name = todo.pop()
+                if name == start:
+                    cyclic.add(start)
+                    break
+                if name not in seen:
+                    seen.add(name)
+                    todo.extend(edges[name])
+        return cyclic
+
+    def to_lark(self) -> str:
+        cyclic = self.cyclic_names()
+        rules = {"start": self._lark(self.root, cyclic)}
+        for name in sorted(cyclic):
+            rules[_rule_name(name)] = self._lark(self.defs[name], cyclic)
+        return "\n".join(f"{name}: {body}" for name, body in rules.items()) + "\n"
+
+    def _has_cycle_ref(self, node: Node, cyclic: set[str], seen: frozenset[str] = frozenset()) -> bool:
+        if isinstance(node, Ref):
+            if node.name in cyclic:
+                return True
+            return node.name not in seen and self._has_cycle_ref(self.defs[node.name], cyclic, seen | {node.name})
+        children = node.items if isinstance(node, Seq) else node.options if isinstance(node, Alt) else (node.item,) if isinstance(node, Rep) else ()
+        return any(self._has_cycle_ref(c, cyclic, seen) for c in children)
+
+    def _lark(self, node: Node, cyclic: set[str]) -> str:
+        if not self._has_cycle_ref(node, cyclic):
+            regex = self._regex(node, ())
+            if node == EMPTY or regex == "":
+                return '""'  # only reachable for an empty root; the Lark engine may reject it
+            return "/" + regex.replace("/", "\\/") + "/"
+        if isinstance(node, Ref):
+            return _rule_name(node.name)
+        if isinstance(node, Seq):
+            return " ".join(self._lark_atom(i, cyclic) for i in node.items)
+        if isinstance(node, Alt):
+            return " | ".join(self._lark(o, cyclic) for o in node.options)
+        if isinstance(node, Rep):
+            return self._lark_rep(node, cyclic)
+        raise TypeError(f"unknown node {node!r}")
+
+    def _lark_atom(self, node: Node, cyclic: set[str]) -> str:
+        body = self._lark(node, cyclic)
+        return f"({body})" if isinstance(node, Alt) and self._has_cycle_ref(node, cyclic) else body
+
+    def _lark_rep(self, node: Rep, cyclic: set[str]) -> str:
+        # Expanded into ?, * and copies so any Lark engine reads it (no ~ ranges).
+        item = f"({self._lark(node.item, cyclic)})"
+        parts = [item] * node.min
+        if node.max is None:
+            parts.append(f"{item}*")
+        else:
+            tail = ""
+            for _ in range(node.max - node.min):
+                tail = f"({item} {tail})?" if tail else f"{item}?"
+            if tail:
+                parts.append(tail)
+        return " ".join(parts) if parts else '""'
+
+
+def _quantifier(lo: int, hi: int | None) -> str:
+    if (lo, hi) == (0, 1):
+        return "?"
+    if hi is None:
+        return "*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}"
+    return f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}"
+
+
+def _refs(node: Node) -> set[str]:
+    if isinstance(node, Ref):
+        return {node.name}
+    children = node.items if isinstance(node, Seq) else node.options if isinstance(node, Alt) else (node.item,) if isinstance(node, Rep) else ()
+    out: set[str] = set()
+    for child in children:
+        out |= _refs(child)
+    return out
+
+
+def _rule_name(name: str) -> str:
+    # readable and collision-free (two pointers may sanitize to the same text)
+    return "r_" + "".join(c if c.isalnum() else "_" for c in name.lower()).strip("_") + f"_{zlib.crc32(name.encode()):08x}"

@@ -1,0 +1,361 @@
+"""Python regex -> trimmed byte-level DFA, for Lark terminals.
+
+Lark terminals are Python `re` patterns over text; tokens are bytes. We parse the pattern with
+Python's own parser (`re._parser`), build a Thompson NFA whose character classes are expanded
+into UTF-8 byte-range sequences, then determinize over bytes. States that cannot reach an
+accepting state are removed, so "the DFA is alive" means "this prefix can still complete".
+
+Supported: literals, classes (incl. \\d \\w \\s, negation, unicode), `.`, groups, alternation,
+greedy repeats, the `i` / `s` flags. Rejected with a clear message: anchors, lookarounds,
+backreferences, lazy quantifiers (their shortest-match meaning differs from the longest match
+the lexer uses; `compile_lark` substitutes greedy equivalents for Lark's common ones).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+
+import re._constants as C  # type: ignore[import-not-found]
+import re._parser as sre  # type: ignore[import-not-found]
+
+__all__ = ["ByteDFA", "RegexUnsupported", "compile_byte_dfa"]
+
+_MAXCP = sys.maxunicode
+_SURROGATES = (0xD800, 0xDFFF)
+
+
+class RegexUnsupported(ValueError):
+    """The pattern uses a feature a finite automaton over bytes cannot express exactly."""
+
+
+@dataclass(frozen=True)
+class ByteDFA:
+    """State 0 is the start. `trans[s][b]` is the next state or -1 (dead)."""
+
+    trans: tuple[tuple[int, ...], ...]
+    accepting: frozenset[int]
+
+    @property
+    def num_states(self) -> int:
+        return len(self.trans)
+
+    def run(self, data: bytes, state: int = 0) -> int:
+        for b in data:
+            state = self.trans[state][b]
+            if state < 0:
+                return -1
+        return state
+
+    def fullmatch(self, data: bytes) -> bool:
+        return self.run(data) in self.accepting
+
+
+# ---- character sets as sorted disjoint codepoint ranges -------------------------------------
+
+Ranges = tuple[tuple[int, int], ...]
+
+
+def _normalize(ranges: list[tuple[int, int]]) -> Ranges:
+    out: list[list[int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return tuple((lo, hi) for lo, hi in out)
+
+
+def _negate(ranges: Ranges) -> Ranges:
+    out, nxt = [], 0
+    for lo, hi in ranges:
+        if lo > nxt:
+            out.append((nxt, lo - 1))
+        nxt = hi + 1
+    if nxt <= _MAXCP:
+        out.append((nxt, _MAXCP))
+    return tuple(out)
+
+
+@lru_cache(maxsize=None)
+def _category(name: str) -> Ranges:
+    """Codepoints of a `re` category, measured once with `re` itself (exact by construction)."""
+    pattern = re.compile({"DIGIT": r"\d", "WORD": r"\w", "SPACE": r"\s"}[name])
+    ranges: list[tuple[int, int]] = []
+    start = None
+    for cp in range(_MAXCP + 2):
+        inside = cp <= _MAXCP and pattern.match(chr(cp)) is not None
+        if inside and start is None:
+            start = cp
+        elif not inside and start is not None:
+            ranges.append((start, cp - 1))
+            start = None
+    return tuple(ranges)
+
+
+def _casefold_variants(ranges: Ranges) -> Ranges:
+    """Add the case variants `re.IGNORECASE` matches (per codepoint; large ranges unchanged
+    outside ASCII/Latin since those are already closed in practice for the classes we meet)."""
+    extra: list[tuple[int, int]] = []
+    for lo, hi in ranges:
+        for cp in range(lo, min(hi, lo + 4096) + 1):
+            ch = chr(cp)
+            for v in {ch.lower(), ch.upper(), ch.swapcase()}:
+                if len(v) == 1:
+                    extra.append((ord(v), ord(v)))
+    return _normalize(list(ranges) + extra)
+
+
+def _class_ranges(items: list, ignorecase: bool) -> Ranges:
+    negate = False
+    ranges: list[tuple[int, int]] = []
+    for op, av in items:
+        if op is C.NEGATE:
+            negate = True
+        elif op is C.LITERAL:
+            ranges.append((av, av))
+        elif op is C.RANGE:
+            ranges.append(av)
+        elif op is C.CATEGORY:
+            name = str(av).removeprefix("CATEGORY_")
+            base = name.removeprefix("NOT_")
+            if base not in ("DIGIT", "WORD", "SPACE"):
+                raise RegexUnsupported(f"unsupported class category {av}")
+            cat = _category(base)
+            ranges.extend(_negate(cat) if name.startswith("NOT_") else cat)
+        else:
+            raise RegexUnsupported(f"unsupported class item {op}")
+    out = _normalize(ranges)
+    if ignorecase:
+        out = _casefold_variants(out)
+    return _negate(out) if negate else out
+
+
+def _without_surrogates(ranges: Ranges) -> Ranges:
+    lo_s, hi_s = _SURROGATES
+    out: list[tuple[int, int]] = []
+    for lo, hi in ranges:
+        if hi < lo_s or lo > hi_s:
+            out.append((lo, hi))
+            continue
+        if lo < lo_s:
+            out.append((lo, lo_s - 1))
+        if hi > hi_s:
+            out.append((hi_s + 1, hi))
+    return tuple(out)
+
+
+# ---- UTF-8 range sequences -------------------------------------------------------------------
+
+_LEN_BOUNDS = ((0, 0x7F), (0x80, 0x7FF), (0x800, 0xFFFF), (0x10000, _MAXCP))
+
+
+def _utf8_split(lo: int, hi: int) -> list[list[tuple[int, int]]]:
+    """Byte-range sequences matching exactly the UTF-8 encodings of codepoints lo..hi
+    (same encoded length). Each sequence is a list of inclusive (lo, hi) byte ranges."""
+    n = len(chr(lo).encode("utf-8"))
+    for i in range(1, n):
+        m = (1 << (6 * i)) - 1
+        if lo & ~m != hi & ~m:
+            if lo & m:
+                return _utf8_split(lo, lo | m) + _utf8_split((lo | m) + 1, hi)
+            if hi & m != m:
+                return _utf8_split(lo, (hi & ~m) - 1) + _utf8_split(hi & ~m, hi)
+    a, b = chr(lo).encode("utf-8"), chr(hi).encode("utf-8")
+    return [list(zip(a, b))]
+
+
+def _utf8_sequences(ranges: Ranges) -> list[list[tuple[int, int]]]:
+    seqs: list[list[tuple[int, int]]] = []
+    for lo, hi in _without_surrogates(ranges):
+        for blo, bhi in _LEN_BOUNDS:
+            a, b = max(lo, blo), min(hi, bhi)
+            if a <= b:
+                seqs.extend(_utf8_split(a, b))
+    return seqs
+
+
+# ---- Thompson NFA over bytes -----------------------------------------------------------------
+
+
+class _NFA:
+    def __init__(self) -> None:
+        self.eps: list[list[int]] = []
+        self.edges: list[list[tuple[int, int, int]]] = []  # (byte lo, byte hi, target)
+
+    def state(self) -> int:
+        self.eps.append([])
+        self.edges.append([])
+        return len(self.eps) - 1
+
+    def charset(self, ranges: Ranges) -> tuple[int, int]:
+        start, end = self.state(), self.state()
+        for seq in _utf8_sequences(ranges):
+            cur = start
+            for i, (lo, hi) in enumerate(seq):
+                nxt = end if i == len(seq) - 1 else self.state()
+                self.edges[cur].append((lo, hi, nxt))
+                cur = nxt
+        return start, end
+
+    def build(self, node: list, flags: int) -> tuple[int, int]:
+        """Fragment (start, end) for a parsed sequence."""
+        start = cur = self.state()
+        for op, av in node:
+            s, e = self.atom(op, av, flags)
+            self.eps[cur].append(s)
+            cur = e
+        return start, cur
+
+    def atom(self, op, av, flags: int) -> tuple[int, int]:
+        icase = bool(flags & re.IGNORECASE)
+        if op is C.LITERAL:
+            return self.charset(_class_ranges([(C.LITERAL, av)], icase))
+        if op is C.NOT_LITERAL:
+            return self.charset(_negate(_class_ranges([(C.LITERAL, av)], icase)))
+        if op is C.IN:
+            return self.charset(_class_ranges(av, icase))
+        if op is C.ANY:
+            return self.charset(((0, _MAXCP),) if flags & re.DOTALL else _negate(((10, 10),)))
+        if op is C.SUBPATTERN:
+            _group, add, remove, sub = av
+            return self.build(sub, (flags | add) & ~remove)
+        if op is C.BRANCH:
+            start, end = self.state(), self.state()
+            for alt in av[1]:
+                s, e = self.build(alt, flags)
+                self.eps[start].append(s)
+                self.eps[e].append(end)
+            return start, end
+        if op is C.MAX_REPEAT:
+            lo, hi, sub = av
+            return self.repeat(lo, hi, sub, flags)
+        if op is C.MIN_REPEAT:
+            raise RegexUnsupported("lazy quantifiers (*?, +?, ??) are not supported")
+        if op is C.AT:
+            raise RegexUnsupported(f"anchors ({av}) are not supported")
+        if op in (C.ASSERT, C.ASSERT_NOT):
+            raise RegexUnsupported("lookarounds are not supported")
+        raise RegexUnsupported(f"regex feature {op} is not supported")
+
+    def repeat(self, lo: int, hi: int, sub, flags: int) -> tuple[int, int]:
+        start = cur = self.state()
+        for _ in range(lo):
+            s, e = self.build(sub, flags)
+            self.eps[cur].append(s)
+            cur = e
+        if hi is C.MAXREPEAT:
+            s, e = self.build(sub, flags)
+            self.eps[cur].append(s)
+            self.eps[e].append(s)
+            end = self.state()
+            self.eps[cur].append(end)
+            self.eps[e].append(end)
+            return start, end
+        end = self.state()
+        for _ in range(hi - lo):
+            self.eps[cur].append(end)
+            s, e = self.build(sub, flags)
+            self.eps[cur].append(s)
+            cur = e
+        self.eps[cur].append(end)
+        return start, end
+
+    def closure(self, states) -> frozenset[int]:
+        seen = set(states)
+        stack = list(states)
+        while stack:
+            for t in self.eps[stack.pop()]:
+                if t not in seen:
+                    seen.add(t)
+                    stack.append(t)
+        return frozenset(seen)
+
+
+def compile_byte_dfa(pattern: str, max_states: int = 20000) -> ByteDFA:
+    """Compile a Python regex (str pattern) to a trimmed byte-level DFA matching the UTF-8
+    encodings of exactly the strings the pattern fully matches."""
+    try:
+        parsed = sre.parse(pattern, 0)
+    except re.error as e:
+        raise RegexUnsupported(f"bad regex {pattern!r}: {e}") from e
+    nfa = _NFA()
+    start, final = nfa.build(list(parsed), parsed.state.flags)
+    first = nfa.closure([start])
+    index = {first: 0}
+    order = [first]
+    trans: list[list[int]] = []
+    while len(trans) < len(order):
+        cur = order[len(trans)]
+        row = [-1] * 256
+        targets: dict[int, set[int]] = {}
+        for s in cur:
+            for lo, hi, t in nfa.edges[s]:
+                for b in range(lo, hi + 1):
+                    targets.setdefault(b, set()).add(t)
+        for b, ts in targets.items():
+            nxt = nfa.closure(ts)
+            if nxt not in index:
+                if len(order) >= max_states:
+                    raise RegexUnsupported(f"regex {pattern!r} needs more than {max_states} DFA states")
+                index[nxt] = len(order)
+                order.append(nxt)
+            row[b] = index[nxt]
+        trans.append(row)
+    accepting = {i for i, st in enumerate(order) if final in st}
+    return _trim(trans, accepting)
+
+
+def _trim(trans: list[list[int]], accepting: set[int]) -> ByteDFA:
+    """Drop states that cannot reach acceptance (so alive == completable); renumber from 0."""
+    n = len(trans)
+    rev: list[set[int]] = [set() for _ in range(n)]
+    for s, row in enumerate(trans):
+        for t in row:
+            if t >= 0:
+                rev[t].add(s)
+    live = set(accepting)
+    stack = list(accepting)
+    while stack:
+        for p in rev[stack.pop()]:
+            if p not in live:
+                live.add(p)
+                stack.append(p)
+    if 0 not in live:  # empty language: a single dead start state
+        return ByteDFA(trans=(tuple([-1] * 256),), accepting=frozenset())
+    keep = [s for s in range(n) if s in live]
+    new = {s: i for i, s in enumerate(keep)}
+    rows = [[new.get(t, -1) if t >= 0 else -1 for t in trans[s]] for s in keep]
+    return _minimize(rows, {new[s] for s in accepting if s in live})
+
+
+def _minimize(rows: list[list[int]], accepting: set[int]) -> ByteDFA:
+    """Moore partition refinement: merge states with identical futures (smaller token tables)."""
+    block = [1 if s in accepting else 0 for s in range(len(rows))]
+    while True:
+        sigs: dict[tuple, int] = {}
+        new_block = []
+        for s, row in enumerate(rows):
+            sig = (block[s], tuple(block[t] if t >= 0 else -1 for t in row))
+            new_block.append(sigs.setdefault(sig, len(sigs)))
+        if len(sigs) == len(set(block)):
+            break
+        block = new_block
+    # Renumber so the start state's block is 0, in BFS order.
+    order = {block[0]: 0}
+    rep: dict[int, int] = {}
+    for s in range(len(rows)):
+        rep.setdefault(block[s], s)
+    queue = [block[0]]
+    for b in queue:
+        for t in rows[rep[b]]:
+            if t >= 0 and block[t] not in order:
+                order[block[t]] = len(order)
+                queue.append(block[t])
+    out = [None] * len(order)
+    for b, i in order.items():
+        out[i] = tuple(order[block[t]] if t >= 0 else -1 for t in rows[rep[b]])
+    acc = frozenset(order[block[s]] for s in accepting if block[s] in order)
+    return ByteDFA(trans=tuple(out), accepting=acc)

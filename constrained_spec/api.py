@@ -220,7 +220,8 @@ class Generator:
 
     def _finish(self, output: Any, params: SamplingParams, constraint: _Constraint) -> Result:
         token_ids = _strip_eos(list(output.token_ids), self.loaded)
-        text = _cut_at_stop(self.tokenizer.decode(token_ids, skip_special_tokens=True), params.stop)
+        text = output.text if getattr(output, "text", None) is not None else self.tokenizer.decode(token_ids, skip_special_tokens=True)
+        text = _cut_at_stop(text, params.stop)
         incomplete = output.finish_reason != "stop"
         value = None
         if not incomplete and constraint.parse is not None:

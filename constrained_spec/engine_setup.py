@@ -53,7 +53,11 @@ def make_proposer(draft: Any, loaded: Any, vocabulary: Any) -> Any:
             f"draft model {folder} has a tokenizer of {draft_model.vocab_size} tokens, the target {loaded.vocab_size}: "
             "a draft model must share the target's tokenizer"
         )
-    return proposers.DraftModelProposer(draft_model.model)
+    # The default chain with the draft model last: forced text and copies are free, the model fills the rest.
+    return proposers.auto_proposer(
+        loaded.tokenizer, token_bytes=token_bytes, draft_model=draft_model.model,
+        vocab_size=loaded.logits_width, vocab_limit=loaded.vocab_size,
+    )
 
 
 def build_engine(loaded: Any, *, draft: Any = "auto", max_draft_tokens: int = 8, vocabulary: Any = None) -> Any:

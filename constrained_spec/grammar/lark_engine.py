@@ -1,0 +1,403 @@
+"""Context-free grammars in Lark's EBNF, compiled to exact token masks.
+
+State of a request = (LALR stack, lexer state): the parser configuration when the current lexeme
+started, and the state of that lexeme in the context's product DFA (`lexer.py`). A token is
+allowed iff its bytes extend the text to a prefix Lark would lex and parse (see `lexer.py` for the
+lexing rule).
+
+Masks are built from precomputed per-(lexer context, DFA state) token tables (`token_tables.py`):
+one table lookup tells, for every token at once, whether it stays inside the current lexeme (then
+it is allowed iff a terminal the parser can shift is still alive) or where it ends the lexeme
+(then the emitted terminal is fed to the parser and the rest of the token is resolved the same way
+from the next lexer context, for all such tokens together). Results are cached per state on the
+compiled grammar, which is shared by all matchers.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from ..bitmask import bitmask_width
+from .lark_parser import LalrTable, Stack
+from .lexer import LexerContext, terminals_from_lark
+from .protocol import GrammarError
+from .token_tables import TokenLayout
+
+__all__ = ["compile_lark", "LarkGrammar", "LarkMatcher"]
+
+_START = -1  # lexer state of the empty lexeme at the very start (state 0, nothing read yet)
+_CACHE_LIMIT = 200_000
+_layouts: dict[str, TokenLayout] = {}
+_layout_lock = threading.Lock()
+
+
+def compile_lark(
+    text: str, vocab, start: str = "start", lexer: str = "contextual", precompute: bool = True
+) -> "LarkGrammar":
+    """Compile a Lark grammar (LALR, `%import common` allowed) for `vocab`.
+
+    `lexer` is Lark's lexer option ("contextual", Lark's LALR default, or "basic"); masks follow
+    what `lark.Lark(text, parser="lalr", lexer=lexer, start=start)` accepts. A bad grammar raises
+    GrammarError with Lark's message."""
+    import lark  # local: keeps `import constrained_spec.grammar` light
+
+    if lexer not in ("contextual", "basic"):
+        raise GrammarError(f"lexer must be 'contextual' or 'basic', got {lexer!r}")
+    try:
+        parser = lark.Lark(text, parser="lalr", lexer=lexer, start=start)
+    except Exception as e:  # lark raises several exception types for bad grammars
+        raise GrammarError(f"invalid Lark grammar: {e}") from e
+    if parser.options.postlex is not None:
+        raise GrammarError("Lark postlexers (e.g. Indenter) are not supported")
+    return LarkGrammar(parser, vocab, start, lexer, precompute)
+
+
+class LarkGrammar:
+    """Immutable compiled grammar (CompiledGrammar protocol); its caches only memoize."""
+
+    def __init__(self, parser, vocab, start: str, lexer: str, precompute: bool) -> None:
+        self.vocab = vocab
+        self._size = int(vocab.size)
+        self.eos_token_id = int(vocab.eos_token_id)
+        self.table = LalrTable(parser.parser.parser.parser.parse_table, start)
+        terms = terminals_from_lark(parser.terminals)
+        self.ignore = frozenset(parser.ignore_tokens)
+        self._token_bytes = vocab.token_bytes
+        self.layout = _layout_for(vocab)
+
+        # One lexer context per distinct terminal set offered by the lexer (per LALR state for
+        # the contextual lexer, a single one for the basic lexer).
+        self.contexts: list[LexerContext] = []
+        self._ctx_of_state: dict[int, LexerContext] = {}
+        by_key: dict[frozenset[str], LexerContext] = {}
+        for state in self.table.states:
+            if lexer == "basic":
+                names = frozenset(terms)
+            else:
+                names = frozenset(s for s in self.table.symbols(state) if s in terms) | self.ignore
+            ctx = by_key.get(names)
+            if ctx is None:
+                ctx = LexerContext([terms[n] for n in names], self.ignore)
+                by_key[names] = ctx
+                self.contexts.append(ctx)
+            self._ctx_of_state[state] = ctx
+
+        self._tables: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._viable: dict[Stack, int] = {}
+        self._allowed: dict[tuple[Stack, int], np.ndarray] = {}
+        self._packed: dict[tuple[Stack, int], torch.Tensor] = {}
+        self._forced: dict[tuple[Stack, int, int], bytes] = {}
+        if precompute:
+            for ctx in self.contexts:
+                for s in range(ctx.num_states):
+                    self._table(ctx, s)
+
+    # ---- CompiledGrammar -------------------------------------------------------------------
+
+    @property
+    def vocab_size(self) -> int:
+        return self._size
+
+    def matcher(self) -> "LarkMatcher":
+        return LarkMatcher(self)
+
+    @property
+    def initial_state(self) -> tuple[Stack, int]:
+        return self.table.start, _START
+
+    # ---- parser / lexer steps ------------------------------------------------------------
+
+    def ctx(self, stack: Stack) -> LexerContext:
+        return self._ctx_of_state[stack[-1]]
+
+    def viable_bits(self, stack: Stack) -> int:
+        """Terminals of the stack's lexer context that may end a lexeme here: ignored ones, and
+        those the parser can shift (after its reductions)."""
+        got = self._viable.get(stack)
+        if got is None:
+            ctx = self.ctx(stack)
+            got = 0
+            for i, name in enumerate(ctx.terms):
+                if name in self.ignore or self.table.feed(stack, name) is not None:
+                    got |= 1 << i
+            self._viable[stack] = got
+        return got
+
+    def emit(self, stack: Stack, ctx: LexerContext, term: int) -> Stack | None:
+        """The parser after the lexeme ends as terminal `term` (ignored terminals: unchanged)."""
+        name = ctx.terms[term]
+        return stack if name in self.ignore else self.table.feed(stack, name)
+
+    def advance(self, stack: Stack, s: int, data: bytes) -> tuple[Stack, int] | None:
+        """Exact byte-by-byte step (the reference the masks agree with); None if not allowed."""
+        ctx = self.ctx(stack)
+        if s == _START:
+            s = 0
+        for b in data:
+            nxt = ctx.trans_py[s][b]
+            if nxt < 0:  # b ends the lexeme: emit, then b starts the next one
+                w = ctx.winner[s]
+                if w < 0:
+                    return None
+                new_stack = self.emit(stack, ctx, w)
+                if new_stack is None:
+                    return None
+                stack, ctx = new_stack, self.ctx(new_stack)
+                nxt = ctx.trans_py[0][b]
+                if nxt < 0:
+                    return None
+            s = nxt
+        if not ctx.alive_bits[s] & self.viable_bits(stack):
+            return None
+        return stack, s
+
+    def accepting(self, stack: Stack, s: int) -> bool:
+        """The text so far is a complete parse (the pending lexeme, if any, ends as a terminal)."""
+        if s == _START:
+            return self.table.accepts_end(stack)
+        ctx = self.ctx(stack)
+        w = ctx.winner[s]
+        if w < 0:
+            return False
+        new_stack = self.emit(stack, ctx, w)
+        return new_stack is not None and self.table.accepts_end(new_stack)
+
+    # ---- masks ---------------------------------------------------------------------------
+
+    def _table(self, ctx: LexerContext, s: int) -> tuple[np.ndarray, np.ndarray]:
+        key = (id(ctx), s)
+        got = self._tables.get(key)
+        if got is None:
+            got = self.layout.walk_all(ctx.trans, s)
+            self._tables[key] = got
+        return got
+
+    def allowed_sorted(self, stack: Stack, s: int) -> np.ndarray:
+        """Bool [N] over the layout's sorted tokens: allowed from this state (EOS excluded)."""
+        key = (stack, s)
+        got = self._allowed.get(key)
+        if got is None:
+            ctx = self.ctx(stack)
+            death, state = self._table(ctx, 0 if s == _START else s)
+            rows = np.arange(self.layout.num_tokens)
+            got = np.zeros(self.layout.num_tokens, dtype=bool)
+            self._resolve(stack, ctx, rows, death, state, got, from_start=True)
+            if len(self._allowed) > _CACHE_LIMIT:
+                self._allowed.clear()
+            self._allowed[key] = got
+        return got
+
+    def _resolve(
+        self,
+        stack: Stack,
+        ctx: LexerContext,
+        rows: np.ndarray,  # [M] sorted-token rows
+        death: np.ndarray,  # [M] byte where the lexeme ended, -1 if the token stayed inside
+        state: np.ndarray,  # [M] DFA state before that byte, or the end state
+        out: np.ndarray,  # [N] bool, written at `rows`
+        from_start: bool,
+    ) -> None:
+        stayed = death < 0
+        good = ctx.good_states(self.viable_bits(stack))
+        out[rows[stayed]] = good[state[stayed]]
+        ended = np.nonzero(~stayed)[0]
+        if not len(ended):
+            return
+        winners = ctx.winner_arr[state[ended]]
+        for w in np.unique(winners):
+            if w < 0:
+                continue  # lexeme ended where no terminal matches: forbidden (already False)
+            new_stack = self.emit(stack, ctx, int(w))
+            if new_stack is None:
+                continue  # Lark would lex this terminal here and the parser rejects it
+            sel = ended[winners == w]
+            at = death[sel]
+            new_ctx = self.ctx(new_stack)
+            if from_start:
+                # Tokens whose very first byte ends the pending lexeme: the whole token is read
+                # from the next lexeme's start, i.e. exactly that state's (cached) mask.
+                first = at == 0
+                if first.any():
+                    r = rows[sel[first]]
+                    out[r] = self.allowed_sorted(new_stack, 0)[r]
+                sel, at = sel[~first], at[~first]
+                if not len(sel):
+                    continue
+            r = rows[sel]
+            d2, s2 = self.layout.walk_from(new_ctx.trans, r, at, 0)
+            self._resolve(new_stack, new_ctx, r, d2, s2, out, from_start=False)
+
+    def packed_mask(self, stack: Stack, s: int) -> torch.Tensor:
+        """Int32 [ceil(V/32)] bitmask of this state, EOS included where accepting (cached)."""
+        key = (stack, s)
+        got = self._packed.get(key)
+        if got is None:
+            allowed = np.zeros(bitmask_width(self._size) * 32, dtype=bool)
+            allowed[self.layout.ids] = self.allowed_sorted(stack, s)
+            if self.accepting(stack, s) and self.eos_token_id < self._size:
+                allowed[self.eos_token_id] = True
+            words = np.packbits(allowed, bitorder="little").view("<u4").view(np.int32)
+            got = torch.from_numpy(words.copy())
+            if len(self._packed) > _CACHE_LIMIT:
+                self._packed.clear()
+            self._packed[key] = got
+        return got
+
+    # ---- forced bytes --------------------------------------------------------------------
+
+    def forced(self, stack: Stack, s: int, max_bytes: int) -> bytes:
+        """Bytes every continuation must start with, reading ignored terminals (whitespace) as
+        absent, i.e. the compact canonical text; stops where EOS or a choice is possible."""
+        key = (stack, s, max_bytes)
+        got = self._forced.get(key)
+        if got is not None:
+            return got
+        out = bytearray()
+        while len(out) < max_bytes and not self.accepting(stack, s):
+            nxt = self._single_next_byte(stack, s)
+            if nxt is None:
+                break
+            out.append(nxt[0])
+            stack, s = nxt[1], nxt[2]
+        got = _utf8_prefix(bytes(out))
+        self._forced[key] = got
+        return got
+
+    def _single_next_byte(self, stack: Stack, s: int) -> tuple[int, Stack, int] | None:
+        ctx = self.ctx(stack)
+        cand = set()
+        state = 0 if s == _START else s
+        cand.update(b for b, t in enumerate(ctx.trans_py[state]) if t >= 0)
+        w = ctx.winner[state] if s != _START else -1
+        if w >= 0:
+            new_stack = self.emit(stack, ctx, w)
+            if new_stack is not None:
+                cand.update(b for b, t in enumerate(self.ctx(new_stack).trans_py[0]) if t >= 0)
+        found = None
+        for b in cand:
+            if ctx.trans_py[state][b] < 0 and ctx.terms[w] in self.ignore:
+                continue  # b would close an ignored lexeme (whitespace): not the compact text
+            step = self.advance(stack, s, bytes([b]))
+            if step is None:
+                continue
+            c2 = self.ctx(step[0])
+            if not c2.alive_bits[step[1]] & self.viable_bits(step[0]) & ~c2.ignore_bits:
+                continue  # only whitespace-like (ignored) terminals continue: not forced
+            if found is not None:
+                return None
+            found = (b, step[0], step[1])
+        return found
+
+
+class LarkMatcher:
+    """One request's position (GrammarMatcher protocol). History is a persistent linked list
+    of states, so rollback is unbounded and fork is O(1)."""
+
+    def __init__(self, grammar: LarkGrammar, node=None) -> None:
+        self._g = grammar
+        # node = ((stack, lexer_state, terminated), parent_node, depth)
+        self._node = node if node is not None else ((*grammar.initial_state, False), None, 0)
+
+    @property
+    def vocab_size(self) -> int:
+        return self._g.vocab_size
+
+    def _state(self) -> tuple[Stack, int, bool]:
+        return self._node[0]
+
+    def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
+        stack, s, done = self._state()
+        if done:
+            bitmask[row].zero_()
+        else:
+            bitmask[row].copy_(self._g.packed_mask(stack, s))
+
+    def _step(self, state: tuple[Stack, int, bool], token_id: int) -> tuple[Stack, int, bool] | None:
+        stack, s, done = state
+        if done:
+            return None
+        if token_id == self._g.eos_token_id:
+            return (stack, s, True) if self._g.accepting(stack, s) else None
+        tb = self._g._token_bytes
+        if not 0 <= token_id < len(tb) or not tb[token_id]:
+            return None
+        nxt = self._g.advance(stack, s, tb[token_id])
+        return None if nxt is None else (nxt[0], nxt[1], False)
+
+    def accept_token(self, token_id: int) -> None:
+        state = self._state()
+        nxt = self._step(state, int(token_id))
+        if nxt is None:
+            why = "the matcher is terminated" if state[2] else "not allowed by the grammar here"
+            raise GrammarError(f"token {token_id} rejected: {why}")
+        self._node = (nxt, self._node, self._node[2] + 1)
+
+    def validate_tokens(self, token_ids: Sequence[int]) -> int:
+        state = self._state()
+        for n, tok in enumerate(token_ids):
+            state = self._step(state, int(tok))
+            if state is None:
+                return n
+        return len(token_ids)
+
+    def rollback(self, num_tokens: int) -> None:
+        if num_tokens < 0 or num_tokens > self._node[2]:
+            raise GrammarError(f"cannot roll back {num_tokens} tokens: only {self._node[2]} accepted")
+        node = self._node
+        for _ in range(num_tokens):
+            node = node[1]
+        self._node = node
+
+    def is_accepting(self) -> bool:
+        stack, s, done = self._state()
+        return not done and self._g.accepting(stack, s)
+
+    def is_terminated(self) -> bool:
+        stack, s, done = self._state()
+        if done:
+            return True
+        return not self._g.accepting(stack, s) and not self._g.allowed_sorted(stack, s).any()
+
+    def forced_bytes(self, max_bytes: int = 64) -> bytes:
+        stack, s, done = self._state()
+        return b"" if done else self._g.forced(stack, s, max_bytes)
+
+    def fork(self) -> "LarkMatcher":
+        return LarkMatcher(self._g, self._node)
+
+    @property
+    def num_accepted(self) -> int:
+        return self._node[2]
+
+
+def _utf8_prefix(data: bytes) -> bytes:
+    """Drop a trailing incomplete UTF-8 sequence (forced bytes must stay valid UTF-8)."""
+    j = len(data)
+    while j > 0 and len(data) - j < 3 and data[j - 1] & 0xC0 == 0x80:
+        j -= 1
+    if j > 0 and data[j - 1] >= 0xC0:
+        lead = data[j - 1]
+        need = 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+        if len(data) - (j - 1) < need:
+            return data[: j - 1]
+    return data
+
+
+def _layout_for(vocab) -> TokenLayout:
+    """One TokenLayout per vocabulary (by fingerprint), shared by all its grammars."""
+    key = getattr(vocab, "fingerprint", None) or str(id(vocab))
+    with _layout_lock:
+        got = _layouts.get(key)
+        if got is None:
+            tb = list(vocab.token_bytes)
+            if 0 <= vocab.eos_token_id < len(tb):
+                tb[vocab.eos_token_id] = None  # EOS is handled by the grammar's accept state
+            got = TokenLayout(tb)
+            if len(_layouts) > 8:
+                _layouts.clear()
+            _layouts[key] = got
+        return got

@@ -1,0 +1,175 @@
+"""Lark's lexer as byte automata: terminals, and the product DFA of the terminals the lexer
+chooses among in one parser state (a "lexer context").
+
+Lexing rule (what Lark's basic/contextual lexers do, in automaton form):
+- a lexeme keeps growing while any terminal of the context can still match it (maximal munch,
+  one byte of lookahead: a lexeme ends exactly when the next byte continues no terminal);
+- when it ends, the terminal emitted is the first *accepting* one in Lark's order
+  (priority, longest possible width, pattern length, name), then Lark's "unless" rule retypes a
+  regex match that equals a string terminal (so `select` read by NAME becomes the keyword SELECT,
+  but `selectx` stays a NAME).
+Known difference from Lark (documented in the README section): Lark tries terminals in order and
+takes the first that matches *any* prefix, while we take the longest lexeme; the two agree unless a
+higher-ordered terminal matches a strictly shorter prefix than a lower one (rare: only explicit
+terminal priorities or unusual overlaps), and we never backtrack more than one byte.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .byte_dfa import ByteDFA, RegexUnsupported, compile_byte_dfa
+from .protocol import GrammarError
+
+__all__ = ["Terminal", "LexerContext", "terminals_from_lark"]
+
+# Lark's `common` terminals written with lazy quantifiers / lookbehind, and greedy, unambiguous
+# patterns that match exactly the same lexemes (first unescaped quote / first "*/" closes).
+_EQUIVALENT_PATTERNS = {
+    '".*?(?<!\\\\)(\\\\\\\\)*?"': r'"(?:[^"\\\n]|\\[^\n])*"',  # ESCAPED_STRING
+    "/\\*(.|\n)*?\\*/": r"/\*(?:[^*]|\*+[^*/])*\*+/",  # C_COMMENT
+}
+
+
+@dataclass(frozen=True)
+class Terminal:
+    name: str
+    dfa: ByteDFA
+    is_string: bool  # a Lark PatternStr (literal), eligible for the "unless" retyping
+    value: str  # the literal, or the regex source
+    flags: frozenset[str]
+    regexp: str  # Lark's to_regexp(), what Lark itself matches with
+    sort_key: tuple  # Lark's lexer order
+
+
+def terminals_from_lark(lark_terminals) -> dict[str, Terminal]:
+    """Compile every Lark TerminalDef to a byte DFA; unsupported regex features -> GrammarError."""
+    out: dict[str, Terminal] = {}
+    for t in lark_terminals:
+        regexp = t.pattern.to_regexp()
+        source = _EQUIVALENT_PATTERNS.get(regexp, regexp)
+        try:
+            dfa = compile_byte_dfa(source)
+        except RegexUnsupported as e:
+            raise GrammarError(f"terminal {t.name} ({regexp!r}): {e}") from e
+        key = (-t.priority, -t.pattern.max_width, -len(t.pattern.value), t.name)
+        out[t.name] = Terminal(
+            name=t.name,
+            dfa=dfa,
+            is_string=t.pattern.type == "str",
+            value=t.pattern.value,
+            flags=frozenset(t.pattern.flags),
+            regexp=regexp,
+            sort_key=(t.priority, key),
+        )
+    return out
+
+
+class LexerContext:
+    """The terminals one lexer chooses among, run side by side as one product DFA.
+
+    State 0 is the empty lexeme. `trans[s, b]` is the next state, `dead` (= num_states) when no
+    terminal continues; column 256 is padding (keeps the state), so token walks can be
+    vectorized over a padded byte matrix. `alive_bits[s]`: bit i set when terms[i] can still
+    complete; `winner[s]`: index of the terminal emitted if the lexeme ends in s, -1 if none.
+    """
+
+    def __init__(self, terms: list[Terminal], ignore: frozenset[str] = frozenset(), max_states: int = 50000) -> None:
+        terms = sorted(terms, key=lambda t: t.sort_key[1])
+        self.terms: tuple[str, ...] = tuple(t.name for t in terms)
+        self.index = {name: i for i, name in enumerate(self.terms)}
+        self.ignore_bits = sum(1 << i for i, name in enumerate(self.terms) if name in ignore)
+        dfas = [t.dfa for t in terms]
+        embedded, unless = _unless_rules(terms)
+
+        start = tuple(0 for _ in dfas)
+        ids = {start: 0}
+        order = [start]
+        rows: list[list[int]] = []
+        while len(rows) < len(order):
+            cur = order[len(rows)]
+            live = [i for i, q in enumerate(cur) if q >= 0]
+            row = [-1] * 256
+            for b in range(256):
+                nxt = [-1] * len(dfas)
+                any_alive = False
+                for i in live:
+                    q = dfas[i].trans[cur[i]][b]
+                    nxt[i] = q
+                    any_alive |= q >= 0
+                if not any_alive:
+                    continue
+                key = tuple(nxt)
+                if key not in ids:
+                    if len(order) >= max_states:
+                        raise GrammarError(f"lexer automaton over {self.terms} exceeds {max_states} states")
+                    ids[key] = len(order)
+                    order.append(key)
+                row[b] = ids[key]
+            rows.append(row)
+
+        self.num_states = len(order)
+        self.dead = self.num_states
+        self.trans_py: list[list[int]] = rows  # -1 = dead; used by the per-token Python walk
+        table = np.full((self.num_states + 1, 257), self.dead, dtype=np.int32)
+        table[: self.num_states, :256] = np.where(np.array(rows) < 0, self.dead, np.array(rows))
+        table[:, 256] = np.arange(self.num_states + 1)
+        self.trans = table  # [S + 1, 257]
+
+        self.alive_bits: list[int] = []
+        self.accept_bits: list[int] = []
+        self.winner: list[int] = []
+        for comps in order:
+            alive = acc = 0
+            for i, q in enumerate(comps):
+                if q >= 0:
+                    alive |= 1 << i
+                    if q in dfas[i].accepting:
+                        acc |= 1 << i
+            self.alive_bits.append(alive)
+            self.accept_bits.append(acc)
+            self.winner.append(_winner(acc, embedded, unless, len(dfas)))
+        self.winner_arr = np.array(self.winner + [-1], dtype=np.int32)  # [S + 1]
+        self._good_cache: dict[int, np.ndarray] = {}
+
+    def good_states(self, viable_bits: int) -> np.ndarray:
+        """Bool [S + 1]: states where some still-completable terminal is in `viable_bits`."""
+        got = self._good_cache.get(viable_bits)
+        if got is None:
+            got = np.array([(a & viable_bits) != 0 for a in self.alive_bits] + [False])
+            self._good_cache[viable_bits] = got
+        return got
+
+
+def _unless_rules(terms: list[Terminal]) -> tuple[set[int], dict[int, list[int]]]:
+    """Lark's `_create_unless`: string terminals fully matched by a regex terminal of the same
+    priority are retyped from it; those whose flags the regex also has leave the alternation."""
+    embedded: set[int] = set()
+    unless: dict[int, list[int]] = {}
+    for r, rt in enumerate(terms):
+        if rt.is_string:
+            continue
+        for s, st in enumerate(terms):
+            if not st.is_string or st.sort_key[0] != rt.sort_key[0]:
+                continue
+            m = re.match(rt.regexp, st.value)
+            if m is not None and m.group(0) == st.value:
+                unless.setdefault(r, []).append(s)
+                if st.flags <= rt.flags:
+                    embedded.add(s)
+    return embedded, unless
+
+
+def _winner(acc: int, embedded: set[int], unless: dict[int, list[int]], n: int) -> int:
+    if not acc:
+        return -1
+    first = next((i for i in range(n) if acc >> i & 1 and i not in embedded), None)
+    if first is None:
+        first = next(i for i in range(n) if acc >> i & 1)
+    for s in unless.get(first, ()):
+        if acc >> s & 1:  # the string terminal's DFA accepts exactly its literal
+            return s
+    return first

@@ -1,0 +1,253 @@
+"""The Lark engine on a toy vocabulary, held against Lark itself.
+
+Exactness oracle: a token is allowed iff `lark.Lark(...).parse` accepts prefix + token + some
+continuation made of vocabulary tokens (searched up to a small depth; the toy grammars' strings
+complete within that depth), and every allowed token can still reach an accepting state.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import lark
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from constrained_spec.grammar.lark_engine import compile_lark
+from constrained_spec.grammar.protocol import GrammarError, GrammarMatcher
+from constrained_spec.grammar.vocabulary import Vocabulary
+
+from lark_helpers import allowed_ids, completion_exists, lark_accepts, mask_tensor
+
+LIST_GRAMMAR = r"""
+start: "[" [item ("," item)*] "]"
+item: NAME | NUMBER | "{" "}"
+NAME: /[a-z]+/
+NUMBER: /[0-9]+/
+%ignore " "
+"""
+# Tokens that span several terminals ("},{", "1,", "],"), split terminals ("ab" + "c") and
+# glue a keyword-like run to a name.
+TOKENS = ["<eos>", "[", "]", ",", " ", "a", "b", "ab", "1", "12", "1,", "{", "}", "},{", "}]", "[{", ", ", "x]", "0"]
+EOS = 0
+
+
+@pytest.fixture(scope="module")
+def vocab() -> Vocabulary:
+    return Vocabulary.from_tokens(TOKENS, eos_token_id=EOS)
+
+
+@pytest.fixture(scope="module")
+def grammar(vocab):
+    return compile_lark(LIST_GRAMMAR, vocab)
+
+
+@pytest.fixture(scope="module")
+def parser() -> lark.Lark:
+    return lark.Lark(LIST_GRAMMAR, parser="lalr")
+
+
+def _text(ids) -> str:
+    return "".join(TOKENS[i] for i in ids if i != EOS)
+
+
+def _oracle_allowed(parser, prefix: str, depth: int = 3) -> set[int]:
+    """Tokens t such that Lark parses prefix + t + s for some s of <= depth-1 tokens."""
+    pieces = [t for t in TOKENS[1:]]
+    suffixes = [""] + ["".join(c) for n in range(1, depth) for c in itertools.product(pieces, repeat=n)]
+    out = set()
+    for i, tok in enumerate(TOKENS):
+        if i == EOS:
+            if lark_accepts(parser, prefix):
+                out.add(EOS)
+            continue
+        if any(lark_accepts(parser, prefix + tok + s) for s in suffixes):
+            out.add(i)
+    return out
+
+
+def test_matcher_implements_protocol(grammar) -> None:
+    assert isinstance(grammar.matcher(), GrammarMatcher)
+    assert grammar.vocab_size == len(TOKENS)
+
+
+@pytest.mark.parametrize("prefix", [[], [1], [1, 8], [1, 5], [1, 11], [1, 11, 12, 3], [1, 7, 16]])
+def test_mask_equals_lark_oracle(grammar, parser, prefix) -> None:
+    m = grammar.matcher()
+    for tok in prefix:
+        m.accept_token(tok)
+    assert set(allowed_ids(m)) == _oracle_allowed(parser, _text(prefix))
+
+
+def test_tokens_spanning_terminals_and_split_terminals(grammar, parser) -> None:
+    m = grammar.matcher()
+    path = ["[{", "},{", "}", ",", " ", "a", "b", "ab", ", ", "1", "12", "1,", "x]"]
+    for piece in path:
+        m.accept_token(TOKENS.index(piece))
+    assert m.is_accepting() and lark_accepts(parser, "".join(path))
+    m.accept_token(EOS)
+    assert m.is_terminated() and allowed_ids(m) == []
+
+
+def test_maximal_munch_no_split_inside_a_terminal(grammar) -> None:
+    """`a` then `b` continues one NAME: `[ab]` parses, so the state after `[a` + `b` must be
+    mid-NAME (and `1`+`2` one NUMBER); a NAME directly followed by a NUMBER is one lexeme error."""
+    m = grammar.matcher()
+    for piece in ["[", "a", "b"]:
+        m.accept_token(TOKENS.index(piece))
+    assert TOKENS.index("1") not in allowed_ids(m)  # NAME then NUMBER with no separator
+
+
+def test_forbidden_token_raises_and_keeps_state(grammar) -> None:
+    m = grammar.matcher()
+    before = mask_tensor(m)
+    with pytest.raises(GrammarError, match="not allowed"):
+        m.accept_token(TOKENS.index("]"))
+    assert (mask_tensor(m) == before).all()
+    with pytest.raises(GrammarError, match="not allowed"):
+        m.accept_token(EOS)
+
+
+def test_rollback_past_start_raises(grammar) -> None:
+    m = grammar.matcher()
+    m.accept_token(1)
+    with pytest.raises(GrammarError, match="cannot roll back 2 tokens"):
+        m.rollback(2)
+
+
+def test_bad_grammar_raises_with_lark_message(vocab) -> None:
+    with pytest.raises(GrammarError, match="invalid Lark grammar"):
+        compile_lark("start: undefined_rule", vocab)
+    with pytest.raises(GrammarError, match="lazy quantifiers"):
+        compile_lark('start: A\nA: /a+?/', vocab)
+    with pytest.raises(GrammarError, match="lexer must be"):
+        compile_lark(LIST_GRAMMAR, vocab, lexer="dynamic")
+
+
+def test_eos_and_is_accepting(grammar) -> None:
+    m = grammar.matcher()
+    assert not m.is_accepting() and EOS not in allowed_ids(m)
+    m.accept_token(1)
+    m.accept_token(2)
+    assert m.is_accepting() and EOS in allowed_ids(m)
+    m.accept_token(EOS)
+    assert m.is_terminated() and not m.is_accepting()
+    with pytest.raises(GrammarError, match="terminated"):
+        m.accept_token(1)
+    m.rollback(1)
+    assert m.is_accepting() and not m.is_terminated()
+
+
+def test_forced_bytes(vocab) -> None:
+    g = compile_lark('start: "hello" " world" NAME\nNAME: /[a-z]+/\n%ignore " "', vocab)
+    m = g.matcher()
+    assert m.forced_bytes() == b"hello world"  # ignored whitespace read as absent
+    assert m.forced_bytes(3) == b"hel"
+
+
+def _random_walk(grammar, rng: random.Random, steps: int) -> list[int]:
+    m = grammar.matcher()
+    path = []
+    for _ in range(steps):
+        ids = allowed_ids(m)
+        if not ids:
+            break
+        tok = rng.choice(ids)
+        m.accept_token(tok)
+        path.append(tok)
+        if tok == EOS:
+            break
+    return path
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 10**6), steps=st.integers(1, 10), back=st.integers(0, 10))
+def test_advance_then_rollback_restores_mask(grammar, seed, steps, back) -> None:
+    rng = random.Random(seed)
+    prefix = _random_walk(grammar, rng, rng.randint(0, 4))
+    m = grammar.matcher()
+    for tok in prefix:
+        m.accept_token(tok)
+    before = mask_tensor(m)
+    extra = _random_walk_from(m.fork(), rng, steps)
+    assert m.validate_tokens(extra) == len(extra)
+    for tok in extra:
+        m.accept_token(tok)
+    k = min(back, len(extra))
+    m.rollback(len(extra))
+    assert (mask_tensor(m) == before).all()
+    assert m.num_accepted == len(prefix) and k <= len(extra)
+
+
+def _random_walk_from(m, rng, steps) -> list[int]:
+    path = []
+    for _ in range(steps):
+        ids = allowed_ids(m)
+        if not ids:
+            break
+        tok = rng.choice(ids)
+        m.accept_token(tok)
+        path.append(tok)
+        if tok == EOS:
+            break
+    return path
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.lists(st.integers(0, len(TOKENS) - 1), max_size=8))
+def test_validate_tokens_agrees_with_stepwise(grammar, tokens) -> None:
+    m = grammar.matcher()
+    n = m.validate_tokens(tokens)
+    step = grammar.matcher()
+    count = 0
+    for tok in tokens:
+        try:
+            step.accept_token(tok)
+        except GrammarError:
+            break
+        count += 1
+    assert n == count
+    assert m.num_accepted == 0  # validate_tokens leaves the state unchanged
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 10**6))
+def test_no_dead_ends(grammar, seed) -> None:
+    """Every allowed token at a few points along a random walk can still be completed."""
+    rng = random.Random(seed)
+    m = grammar.matcher()
+    for _ in range(rng.randint(0, 5)):
+        ids = [t for t in allowed_ids(m) if t != EOS]
+        if not ids:
+            break
+        m.accept_token(rng.choice(ids))
+    for tok in allowed_ids(m):
+        if tok == EOS:
+            assert m.is_accepting()
+            continue
+        child = m.fork()
+        child.accept_token(tok)
+        assert completion_exists(child, EOS, depth=4), (TOKENS[tok],)
+
+
+def test_random_walks_parse_with_lark(grammar, parser) -> None:
+    """Seeded walks (N=60) over allowed tokens end in texts Lark parses."""
+    rng = random.Random(0)
+    finished = 0
+    for _ in range(60):
+        m = grammar.matcher()
+        path = []
+        for _ in range(30):
+            ids = allowed_ids(m)
+            # Prefer finishing late in the walk so texts are not all trivially short.
+            tok = EOS if EOS in ids and len(path) > 6 else rng.choice([t for t in ids if t != EOS] or ids)
+            m.accept_token(tok)
+            path.append(tok)
+            if tok == EOS:
+                break
+        if path[-1] == EOS:
+            finished += 1
+            assert lark_accepts(parser, _text(path)), _text(path)
+    assert finished >= 30

@@ -21,7 +21,7 @@ import torch
 
 from .bitmask import apply_bitmask_
 
-__all__ = ["SamplingParams", "process_logits", "filtered_logits"]
+__all__ = ["SamplingParams", "process_logits", "filtered_logits", "history_tensors"]
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,34 @@ def _output_counts(rows: int, vocab: int, output_ids: Sequence[int], draft_ids: 
     return counts
 
 
+def history_tensors(
+    histories: Sequence[tuple[Sequence[int], Sequence[int], Sequence[int]]],
+    vocab: int,
+    device: torch.device | str = "cpu",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-row penalty history for many requests at once, for `output_counts` / `prompt_mask`.
+
+    histories: one `(prompt_ids, output_ids, draft_ids)` per request; request i owns
+    `len(draft_ids) + 1` consecutive rows, row j seeing output + draft[:j] (as `_output_counts`).
+    Returns (output_counts float `[rows, V]`, prompt_mask bool `[rows, V]`).
+    """
+    count_idx: list[int] = []
+    prompt_idx: list[int] = []
+    row = 0
+    for prompt, output, draft in histories:
+        k = len(draft)
+        for j in range(k + 1):
+            base = (row + j) * vocab
+            count_idx.extend(base + t for t in output)
+            count_idx.extend(base + t for t in draft[:j])
+            prompt_idx.extend(base + t for t in prompt)
+        row += k + 1
+    size = row * vocab
+    counts = torch.bincount(torch.tensor(count_idx, dtype=torch.long), minlength=size).view(row, vocab)
+    prompt_mask = torch.bincount(torch.tensor(prompt_idx, dtype=torch.long), minlength=size).view(row, vocab) > 0
+    return counts.to(device, torch.float32), prompt_mask.to(device)
+
+
 def filtered_logits(
     logits: torch.Tensor,
     params: SamplingParams,
@@ -105,6 +133,9 @@ def filtered_logits(
     draft_ids: Sequence[int] = (),
     bitmask: torch.Tensor | None = None,
     vocab_limit: int | None = None,
+    *,
+    output_counts: torch.Tensor | None = None,
+    prompt_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Every processing step except the final temperature + softmax. Returns new float32 logits
     `[rows, V]` (untempered) with -inf on every token that p must give zero probability.
@@ -112,25 +143,32 @@ def filtered_logits(
     logits: `[rows, V]` raw model logits; row j is the position after output + draft[:j].
     bitmask: int32 `[rows, ceil(V/32)]` grammar mask for the same rows, or None.
     vocab_limit: tokens >= this id are never sampled (model embedding wider than the tokenizer).
+    output_counts / prompt_mask: per-row history given directly (float `[rows, V]` counts of
+    output + draft prefix, bool `[rows, V]` prompt tokens; see `history_tensors`) instead of the
+    id lists, so rows of many requests sharing params are processed in one call.
     A Triton kernel given these logits and `params.temperature` computes the same p.
     """
     if logits.ndim != 2:
         raise ValueError(f"logits must be [rows, V], got shape {tuple(logits.shape)}")
     rows, vocab = logits.shape
-    if rows > len(draft_ids) + 1:
+    needs_history = params.repetition_penalty != 1.0 or bool(params.presence_penalty) or bool(params.frequency_penalty)
+    if output_counts is None and rows > len(draft_ids) + 1:
         raise ValueError(f"{rows} logit rows need at least {rows - 1} draft ids, got {len(draft_ids)}")
     out = logits.to(torch.float32).clone()
     device = out.device
 
+    if needs_history and output_counts is None:
+        output_counts = _output_counts(rows, vocab, output_ids, draft_ids, device)
     if params.repetition_penalty != 1.0:
-        seen = _output_counts(rows, vocab, output_ids, draft_ids, device) > 0
-        if len(prompt_ids):
+        seen = output_counts > 0
+        if prompt_mask is not None:
+            seen |= prompt_mask
+        elif len(prompt_ids):
             seen[:, torch.as_tensor(list(prompt_ids), dtype=torch.long, device=device)] = True
         penalized = torch.where(out > 0, out / params.repetition_penalty, out * params.repetition_penalty)
         out = torch.where(seen, penalized, out)
     if params.presence_penalty or params.frequency_penalty:
-        counts = _output_counts(rows, vocab, output_ids, draft_ids, device)
-        out -= params.frequency_penalty * counts + params.presence_penalty * (counts > 0).float()
+        out -= params.frequency_penalty * output_counts + params.presence_penalty * (output_counts > 0).float()
     if params.logit_bias:
         ids = torch.tensor(list(params.logit_bias.keys()), dtype=torch.long, device=device)
         if int(ids.max()) >= vocab:
@@ -175,13 +213,16 @@ def process_logits(
     draft_ids: Sequence[int] = (),
     bitmask: torch.Tensor | None = None,
     vocab_limit: int | None = None,
+    *,
+    output_counts: torch.Tensor | None = None,
+    prompt_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Raw logits `[rows, V]` -> final probability rows `[rows, V]` (float32, each sums to 1).
 
     Row j is the distribution after `prompt + output + draft[:j]`; see `filtered_logits` for the
     arguments. Greedy (temperature 0) rows are one-hot at the argmax.
     """
-    out = filtered_logits(logits, params, prompt_ids, output_ids, draft_ids, bitmask, vocab_limit)
+    out = filtered_logits(logits, params, prompt_ids, output_ids, draft_ids, bitmask, vocab_limit, output_counts=output_counts, prompt_mask=prompt_mask)
     if params.greedy:
         return torch.nn.functional.one_hot(out.argmax(dim=-1), out.shape[-1]).to(torch.float32)
     return torch.softmax(out / params.temperature, dim=-1)

@@ -38,6 +38,9 @@ def interpolated_cost(table: Sequence[tuple[int, float]] = CPU_VERIFY_COST) -> C
     return cost
 
 
+_CPU_COST = interpolated_cost()
+
+
 def speedup(g: int, a: float, verify_cost: Callable[[int], float], draft_cost: float = 0.0) -> float:
     """S(g): expected tokens per unit of time relative to plain decoding (see module docstring)."""
     emitted = g + 1 if a >= 1.0 else (1 - a ** (g + 1)) / (1 - a)
@@ -122,7 +125,7 @@ class DraftLengthPolicy:
         if max_draft < 0:
             raise ValueError(f"max_draft must be >= 0, got {max_draft}")
         self.max_draft = max_draft
-        self.verify_cost = verify_cost or interpolated_cost()
+        self.verify_cost = verify_cost or _CPU_COST
         self.draft_cost = draft_cost
         self.decay = decay
         self.probe_every = probe_every

@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .bitmask import new_bitmask
+from .bitmask import bitmask_width, new_bitmask
 from .grammar.protocol import CompiledGrammar, GrammarMatcher
 from .proposers.base import Draft, ProposalContext, Proposer
 from .rejection import draw_randomness, rejection_sample
 from .runners import Runner
-from .sampling import SamplingParams, process_logits
+from .sampling import SamplingParams, history_tensors, process_logits
 from .spec_stats import DraftLengthPolicy, SpecStats
 
 __all__ = ["Engine", "RequestOutput", "SpecStats"]
@@ -125,6 +125,7 @@ class Engine:
         self.policy_factory = policy_factory or (lambda k: DraftLengthPolicy(k))
         self._requests: dict[str, _Request] = {}
         self._incoming: list[_Request] = []
+        self._incoming_ids: set[str] = set()
         self._aborts: set[str] = set()
         self._lock = threading.Lock()
         self._ids = itertools.count()
@@ -157,9 +158,10 @@ class Engine:
             last_token=prompt[-1],
         )
         with self._lock:
-            if request.request_id in self._requests or any(r.request_id == request.request_id for r in self._incoming):
+            if request.request_id in self._requests or request.request_id in self._incoming_ids:
                 raise ValueError(f"request id {request.request_id!r} is already in use")
             self._incoming.append(request)
+            self._incoming_ids.add(request.request_id)
         return request.request_id
 
     def abort(self, request_id: str) -> None:
@@ -177,6 +179,7 @@ class Engine:
         """One speculative step for every unfinished request; returns their outputs."""
         with self._lock:
             incoming, self._incoming = self._incoming, []
+            self._incoming_ids = set()
             aborts, self._aborts = self._aborts, set()
         now = time.perf_counter()
         for request in incoming:
@@ -274,12 +277,7 @@ class Engine:
         """Process every request's k + 1 rows into p and run the rejection sampler on the batch."""
         vocab = logits[0].shape[-1]
         device = logits[0].device
-        target = torch.cat(
-            [
-                process_logits(lg, r.params, r.prompt_ids, r.output_ids, p.draft.token_ids, p.bitmask, self.vocabulary_limit)
-                for r, p, lg in zip(active, plans, logits)
-            ]
-        )  # [D + B, V]
+        target = self._target_probs(active, plans, logits)  # [D + B, V]
         counts = [len(p.draft) for p in plans]
         draft_ids = torch.tensor([t for p in plans for t in p.draft.token_ids], dtype=torch.long, device=device)  # [D]
         cu = torch.tensor([0] + list(itertools.accumulate(counts)), dtype=torch.long, device=device)  # [B + 1]
@@ -297,6 +295,36 @@ class Engine:
         out, num_accepted = rejection_sample(target, draft_ids, cu, draft_probs, randomness, greedy)
         out, num_accepted = out.tolist(), num_accepted.tolist()
         return [row[: m + 1] for row, m in zip(out, num_accepted)], num_accepted
+
+    def _target_probs(self, active: list[_Request], plans: list[_Planned], logits: list[torch.Tensor]) -> torch.Tensor:
+        """p for every row, through `process_logits`: one call per group of requests whose
+        processing parameters are equal (rows are independent given their history)."""
+        vocab = logits[0].shape[-1]
+        device = logits[0].device
+        width = bitmask_width(vocab)
+        groups: dict[tuple, list[int]] = {}
+        for i, r in enumerate(active):
+            groups.setdefault(_processing_key(r.params), []).append(i)
+        probs: list[torch.Tensor | None] = [None] * len(active)
+        for members in groups.values():
+            params = active[members[0]].params
+            batch_logits = torch.cat([logits[i] for i in members])  # [rows, V]
+            bitmask = None
+            if any(plans[i].bitmask is not None for i in members):
+                bitmask = torch.cat([_fit_width(plans[i].bitmask, len(plans[i].draft) + 1, width) for i in members])  # [rows, W]
+            if params.repetition_penalty != 1.0 or params.presence_penalty or params.frequency_penalty:
+                counts, prompt_mask = history_tensors(
+                    [(active[i].prompt_ids, active[i].output_ids, plans[i].draft.token_ids) for i in members], vocab, device
+                )
+            else:  # no penalty reads the history: a zero view, no memory
+                counts, prompt_mask = torch.zeros(1, 1, device=device).expand(batch_logits.shape), None
+            rows = process_logits(batch_logits, params, bitmask=bitmask, vocab_limit=self.vocabulary_limit, output_counts=counts, prompt_mask=prompt_mask)
+            start = 0
+            for i in members:
+                n = len(plans[i].draft) + 1
+                probs[i] = rows[start : start + n]
+                start += n
+        return torch.cat(probs)  # [D + B, V]
 
     def _commit(self, r: _Request, plan: _Planned, tokens: list[int], m: int) -> RequestOutput:
         """Keep the m accepted drafts and the final token; roll matcher and runner back to match."""
@@ -367,3 +395,20 @@ class Engine:
             stats=r.stats,
             text=r.text,
         )
+
+
+def _processing_key(params: SamplingParams) -> tuple:
+    """The fields `process_logits` reads: requests equal here share one processing call."""
+    return (
+        params.temperature, params.top_k, params.top_p, params.min_p, params.repetition_penalty,
+        params.presence_penalty, params.frequency_penalty, tuple(sorted(params.logit_bias.items())),
+    )
+
+
+def _fit_width(bitmask: torch.Tensor | None, rows: int, width: int) -> torch.Tensor:
+    """A request's mask rows at the logits' width: no mask allows all; missing words forbid."""
+    if bitmask is None:
+        return torch.full((rows, width), -1, dtype=torch.int32)
+    if bitmask.shape[1] >= width:
+        return bitmask[:, :width]
+    return torch.cat([bitmask, torch.zeros(rows, width - bitmask.shape[1], dtype=torch.int32)], dim=1)

@@ -5,8 +5,9 @@ Tiny CPU check:      python benchmarks/bench_kernel.py --smoke   (Triton under t
 
 For B in {1, 16, 256}, k in {1, 4, 8}, V in {49152, 128256} it prints, in one run on one device:
 - the device's copy bandwidth (read + write of a large buffer, measured first);
-- the kernel's time and effective bandwidth: bytes it must read once (logits, bitmask, q rows
-  for dense drafts, the Exp(1) noise, uniforms) / time, and that as a share of copy bandwidth;
+- the kernel's time and effective bandwidth: the bytes any exact implementation must read once
+  (every logits row, the bitmask, the uniforms, one Exp(1) row and, for dense drafts, one q row
+  per request: only q(x) is needed elsewhere) / time, and that as a share of copy bandwidth;
 - the unfused vectorized pipeline (mask, softmax, batched accept test, residual draw in torch);
 - the torch backend (mask, softmax, the reference sampler's per-request loop), for B <= 16;
 - speedup ratios of the kernel over both. Every configuration is also checked token for token.
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"MISMATCH: {name} differs from the reference at B={batch} k={k} V={vocab}", file=sys.stderr)
                 return 1
         nbytes = logits.numel() * logits.element_size() + bitmask.numel() * 4 + rnd.exponentials.numel() * 4
-        nbytes += rnd.uniforms.numel() * 4 + (q.numel() * q.element_size() if q is not None else 0)
+        nbytes += rnd.uniforms.numel() * 4 + (batch * vocab * q.element_size() if q is not None else 0)
         t_kernel, t_unfused = timed(kernel, iters), timed(unfused, iters)
         t_ref = timed(reference, max(1, iters // 4)) if batch <= 16 or args.smoke else float("nan")
         print(

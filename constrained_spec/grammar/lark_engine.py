@@ -31,6 +31,7 @@ __all__ = ["compile_lark", "LarkGrammar", "LarkMatcher"]
 
 _START = -1  # lexer state of the empty lexeme at the very start (state 0, nothing read yet)
 _CACHE_LIMIT = 200_000
+_SMALL_GROUP = 48  # below this many tokens, resolve token by token instead of vectorized
 _layouts: dict[str, TokenLayout] = {}
 _layout_lock = threading.Lock()
 
@@ -65,7 +66,7 @@ class LarkGrammar:
         self.eos_token_id = int(vocab.eos_token_id)
         self.table = LalrTable(parser.parser.parser.parser.parse_table, start)
         terms = terminals_from_lark(parser.terminals)
-        self.ignore = frozenset(parser.ignore_tokens)
+        self.ignore = frozenset(str(n) for n in parser.ignore_tokens)
         self._token_bytes = vocab.token_bytes
         self.layout = _layout_for(vocab)
 
@@ -86,15 +87,16 @@ class LarkGrammar:
                 self.contexts.append(ctx)
             self._ctx_of_state[state] = ctx
 
-        self._tables: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._stride = self.layout.max_len + 1
+        self._tables: dict[tuple[int, int], _Table] = {}
+        self._suffixes: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         self._viable: dict[Stack, int] = {}
         self._allowed: dict[tuple[Stack, int], np.ndarray] = {}
         self._packed: dict[tuple[Stack, int], torch.Tensor] = {}
         self._forced: dict[tuple[Stack, int, int], bytes] = {}
-        if precompute:
+        if precompute:  # the lexeme-start tables; mid-lexeme ones are built on first use
             for ctx in self.contexts:
-                for s in range(ctx.num_states):
-                    self._table(ctx, s)
+                self._table(ctx, 0)
 
     # ---- CompiledGrammar -------------------------------------------------------------------
 
@@ -168,68 +170,75 @@ class LarkGrammar:
 
     # ---- masks ---------------------------------------------------------------------------
 
-    def _table(self, ctx: LexerContext, s: int) -> tuple[np.ndarray, np.ndarray]:
+    def _table(self, ctx: LexerContext, s: int) -> "_Table":
+        """Every token walked from lexer state s of ctx, grouped by how it leaves the lexeme."""
         key = (id(ctx), s)
         got = self._tables.get(key)
         if got is None:
-            got = self.layout.walk_all(ctx.trans, s)
+            death, state = self.layout.walk_all(ctx.trans, s)
+            got = _Table.build(ctx, np.arange(self.layout.num_tokens), death, state, self._stride)
             self._tables[key] = got
+        return got
+
+    def _suffix(self, ctx: LexerContext, d: int) -> tuple[np.ndarray, np.ndarray]:
+        """Walks of every token's bytes from offset d, from the lexeme start of ctx. Indexed by
+        sorted row; only rows longer than d (a prefix of the sorted rows) are present."""
+        key = (id(ctx), d)
+        got = self._suffixes.get(key)
+        if got is None:
+            got = self.layout.walk_suffixes(ctx.trans, d, 0)
+            self._suffixes[key] = got
         return got
 
     def allowed_sorted(self, stack: Stack, s: int) -> np.ndarray:
         """Bool [N] over the layout's sorted tokens: allowed from this state (EOS excluded)."""
         key = (stack, s)
         got = self._allowed.get(key)
-        if got is None:
-            ctx = self.ctx(stack)
-            death, state = self._table(ctx, 0 if s == _START else s)
-            rows = np.arange(self.layout.num_tokens)
-            got = np.zeros(self.layout.num_tokens, dtype=bool)
-            self._resolve(stack, ctx, rows, death, state, got, from_start=True)
-            if len(self._allowed) > _CACHE_LIMIT:
-                self._allowed.clear()
-            self._allowed[key] = got
-        return got
-
-    def _resolve(
-        self,
-        stack: Stack,
-        ctx: LexerContext,
-        rows: np.ndarray,  # [M] sorted-token rows
-        death: np.ndarray,  # [M] byte where the lexeme ended, -1 if the token stayed inside
-        state: np.ndarray,  # [M] DFA state before that byte, or the end state
-        out: np.ndarray,  # [N] bool, written at `rows`
-        from_start: bool,
-    ) -> None:
-        stayed = death < 0
-        good = ctx.good_states(self.viable_bits(stack))
-        out[rows[stayed]] = good[state[stayed]]
-        ended = np.nonzero(~stayed)[0]
-        if not len(ended):
-            return
-        winners = ctx.winner_arr[state[ended]]
-        for w in np.unique(winners):
-            if w < 0:
-                continue  # lexeme ended where no terminal matches: forbidden (already False)
-            new_stack = self.emit(stack, ctx, int(w))
+        if got is not None:
+            return got
+        ctx = self.ctx(stack)
+        table = self._table(ctx, 0 if s == _START else s)
+        got = np.zeros(self.layout.num_tokens, dtype=bool)
+        got[table.stay_rows] = ctx.good_states(self.viable_bits(stack))[table.stay_state]
+        for w, d, rows in table.groups:
+            new_stack = self.emit(stack, ctx, w)
             if new_stack is None:
                 continue  # Lark would lex this terminal here and the parser rejects it
-            sel = ended[winners == w]
-            at = death[sel]
-            new_ctx = self.ctx(new_stack)
-            if from_start:
-                # Tokens whose very first byte ends the pending lexeme: the whole token is read
-                # from the next lexeme's start, i.e. exactly that state's (cached) mask.
-                first = at == 0
-                if first.any():
-                    r = rows[sel[first]]
-                    out[r] = self.allowed_sorted(new_stack, 0)[r]
-                sel, at = sel[~first], at[~first]
-                if not len(sel):
-                    continue
-            r = rows[sel]
-            d2, s2 = self.layout.walk_from(new_ctx.trans, r, at, 0)
-            self._resolve(new_stack, new_ctx, r, d2, s2, out, from_start=False)
+            if d == 0:
+                # The first byte ends the pending lexeme: the whole token is read from the next
+                # lexeme's start, i.e. exactly that state's (cached) mask.
+                got[rows] = self.allowed_sorted(new_stack, 0)[rows]
+            else:
+                got[rows] = self._resolve_rows(new_stack, rows, d)
+        if len(self._allowed) > _CACHE_LIMIT:
+            self._allowed.clear()
+        self._allowed[key] = got
+        return got
+
+    def _resolve_rows(self, stack: Stack, rows: np.ndarray, d: int) -> np.ndarray:
+        """Bool [M]: tokens `rows` [M] whose bytes from offset d start a fresh lexeme here."""
+        if len(rows) <= _SMALL_GROUP:  # a few tokens: the exact per-byte step is cheaper
+            tb, ids = self._token_bytes, self.layout.ids
+            return np.array([self.advance(stack, 0, tb[ids[r]][d:]) is not None for r in rows.tolist()], dtype=bool)
+        ctx = self.ctx(stack)
+        s_death, s_state = self._suffix(ctx, d)
+        death, state = s_death[rows], s_state[rows]
+        out = np.zeros(len(rows), dtype=bool)
+        stayed = death < 0
+        out[stayed] = ctx.good_states(self.viable_bits(stack))[state[stayed]]
+        ended = np.flatnonzero(~stayed)
+        w = ctx.winner_arr[state[ended]]
+        ok = w >= 0
+        ended, w = ended[ok], w[ok]
+        keys = w.astype(np.int64) * self._stride + death[ended]
+        for k in np.unique(keys).tolist():
+            w_k, d_k = divmod(k, self._stride)
+            new_stack = self.emit(stack, ctx, w_k)
+            if new_stack is None:
+                continue
+            sel = ended[keys == k]
+            out[sel] = self._resolve_rows(new_stack, rows[sel], d_k)
+        return out
 
     def packed_mask(self, stack: Stack, s: int) -> torch.Tensor:
         """Int32 [ceil(V/32)] bitmask of this state, EOS included where accepting (cached)."""
@@ -291,6 +300,32 @@ class LarkGrammar:
                 return None
             found = (b, step[0], step[1])
         return found
+
+
+class _Table:
+    """One (lexer context, state)'s token walk, grouped once: tokens staying inside the lexeme
+    (with their end state) and, per (emitted terminal, byte offset), the tokens ending it there."""
+
+    __slots__ = ("stay_rows", "stay_state", "groups")
+
+    @staticmethod
+    def build(ctx: LexerContext, rows: np.ndarray, death: np.ndarray, state: np.ndarray, stride: int) -> "_Table":
+        t = _Table()
+        stayed = death < 0
+        t.stay_rows, t.stay_state = rows[stayed], state[stayed]
+        ended = np.flatnonzero(~stayed)
+        w = ctx.winner_arr[state[ended]]
+        ok = w >= 0  # ending where no terminal matches: never allowed
+        ended, w = ended[ok], w[ok]
+        keys = w.astype(np.int64) * stride + death[ended]
+        order = np.argsort(keys, kind="stable")
+        keys, ended = keys[order], ended[order]
+        uniq, starts = np.unique(keys, return_index=True)
+        bounds = list(starts[1:]) + [len(keys)]
+        t.groups = [
+            (int(k // stride), int(k % stride), rows[ended[a:b]]) for k, a, b in zip(uniq.tolist(), starts.tolist(), bounds)
+        ]
+        return t
 
 
 class LarkMatcher:

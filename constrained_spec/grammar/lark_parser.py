@@ -23,9 +23,9 @@ class LalrTable:
             row: dict[str, tuple[bool, object]] = {}
             for sym, (action, arg) in actions.items():
                 if action is Shift:
-                    row[sym] = (True, arg)
+                    row[str(sym)] = (True, arg)
                 else:
-                    row[sym] = (False, (arg.origin.name, len(arg.expansion)))
+                    row[str(sym)] = (False, (str(arg.origin.name), len(arg.expansion)))
             self.states[s] = row
         self.start: Stack = (parse_table.start_states[start],)
         self.end_state: int = parse_table.end_states[start]

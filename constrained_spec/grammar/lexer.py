@@ -56,8 +56,8 @@ def terminals_from_lark(lark_terminals) -> dict[str, Terminal]:
         except RegexUnsupported as e:
             raise GrammarError(f"terminal {t.name} ({regexp!r}): {e}") from e
         key = (-t.priority, -t.pattern.max_width, -len(t.pattern.value), t.name)
-        out[t.name] = Terminal(
-            name=t.name,
+        out[str(t.name)] = Terminal(
+            name=str(t.name),
             dfa=dfa,
             is_string=t.pattern.type == "str",
             value=t.pattern.value,

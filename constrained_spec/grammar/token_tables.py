@@ -34,6 +34,7 @@ class TokenLayout:
         for k, (_, b) in enumerate(pairs):
             mat[k, : len(b)] = np.frombuffer(b, dtype=np.uint8)
         self.bytes = mat
+        self._tries: dict[int, list] = {}
         # active[p] = number of tokens longer than p (a prefix of the sorted rows).
         self.active = np.array([(self.lengths > p).sum() for p in range(self.max_len)], dtype=np.int64)
 
@@ -46,39 +47,61 @@ class TokenLayout:
 
         Returns (death [N] int32: byte position that died, -1 if the token stayed alive;
         state [N] int32: the state before the dying byte, or the end state)."""
-        dead = trans.shape[0] - 1
-        n = self.num_tokens
-        state = np.full(n, start, dtype=np.int32)
-        death = np.full(n, -1, dtype=np.int32)
-        alive = np.ones(n, dtype=bool)
-        for p in range(self.max_len):
-            m = int(self.active[p])
-            cur = state[:m]
-            nxt = trans[cur, self.bytes[:m, p]]
-            died = (nxt == dead) & alive[:m]
-            if died.any():
-                death[:m][died] = p
-                alive[:m] &= ~died
-            state[:m] = np.where(alive[:m], nxt, cur)
-        return death, state
+        return self.walk_suffixes(trans, 0, start)
 
-    def walk_from(
-        self, trans: np.ndarray, rows: np.ndarray, offsets: np.ndarray, start: int
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Like walk_all, for sorted rows `rows` [M] starting at byte `offsets` [M]; death
-        positions are absolute byte positions in the token."""
+    def walk_suffixes(self, trans: np.ndarray, offset: int, start: int) -> tuple[np.ndarray, np.ndarray]:
+        """Walk `token[offset:]` of every token longer than `offset` (the sorted rows
+        [0, active[offset])) from `start`; death positions are absolute byte positions.
+
+        Walks the trie of those byte strings level by level, so shared prefixes are read once:
+        a few numpy gathers per level instead of one per token byte."""
         dead = trans.shape[0] - 1
-        m = len(rows)
-        state = np.full(m, start, dtype=np.int32)
-        death = np.full(m, -1, dtype=np.int32)
-        alive = np.ones(m, dtype=bool)
-        steps = int((self.lengths[rows] - offsets).max()) if m else 0
-        for k in range(steps):
-            pos = np.minimum(offsets + k, self.max_len)
-            nxt = trans[state, self.bytes[rows, pos]]
-            died = (nxt == dead) & alive
-            if died.any():
-                death[died] = pos[died]
-                alive &= ~died
-            state = np.where(alive, nxt, state)
-        return death, state
+        levels = self._trie(offset)
+        m = int(self.active[offset]) if offset < self.max_len else 0
+        out_death = np.full(m, -1, dtype=np.int32)
+        out_state = np.full(m, start, dtype=np.int32)
+        st_prev = np.array([start], dtype=np.int32)
+        death_prev = np.array([-1], dtype=np.int32)
+        before_prev = st_prev
+        for depth, (parent, byte, end_rows, end_nodes) in enumerate(levels):
+            ps = st_prev[parent]
+            st = trans[ps, byte]
+            newly = (st == dead) & (ps != dead)
+            death = np.where(newly, depth + offset, death_prev[parent])
+            before = np.where(newly, ps, before_prev[parent])
+            if len(end_rows):
+                d = death[end_nodes]
+                out_death[end_rows] = d
+                out_state[end_rows] = np.where(d < 0, st[end_nodes], before[end_nodes])
+            st_prev, death_prev, before_prev = st, death, before
+        return out_death, out_state
+
+    def _trie(self, offset: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+        """Per trie level of the strings token[offset:]: (parent node [K], byte [K], rows of
+        strings ending at this level, their node). Built once per offset, vectorized."""
+        got = self._tries.get(offset)
+        if got is not None:
+            return got
+        m = int(self.active[offset]) if offset < self.max_len else 0
+        sub = self.bytes[:m, offset:]  # [M, W]; padding 256 sorts after every byte
+        lens = self.lengths[:m] - offset
+        order = np.lexsort(sub.T[::-1]) if m else np.zeros(0, dtype=np.int64)
+        srt, slen = sub[order], lens[order]
+        diff = np.ones_like(srt, dtype=bool)
+        diff[1:] = srt[1:] != srt[:-1]
+        first_diff = np.logical_or.accumulate(diff, axis=1)  # differs from the previous row in [:p+1]
+        levels = []
+        node_of = np.zeros(m, dtype=np.int64)  # node index of each sorted row at the previous level
+        for p in range(int(slen.max()) if m else 0):
+            r = np.flatnonzero(slen > p)
+            new = first_diff[r, p]
+            new[0] = True
+            node = np.cumsum(new) - 1
+            heads = r[new]
+            parent = node_of[heads] if p else np.zeros(len(heads), dtype=np.int64)
+            byte = srt[heads, p]
+            node_of[r] = node
+            ending = slen[r] == p + 1
+            levels.append((parent, byte, order[r[ending]], node[ending]))
+        self._tries[offset] = levels
+        return levels

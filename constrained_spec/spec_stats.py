@@ -39,6 +39,7 @@ def interpolated_cost(table: Sequence[tuple[int, float]] = CPU_VERIFY_COST) -> C
 
 
 _CPU_COST = interpolated_cost()
+_BEST: dict[tuple, int] = {}  # (bucketed a, max_draft, verify_cost, draft_cost) -> best g
 
 
 def speedup(g: int, a: float, verify_cost: Callable[[int], float], draft_cost: float = 0.0) -> float:
@@ -138,13 +139,21 @@ class DraftLengthPolicy:
     def acceptance(self) -> float:
         return self._hits / self._tries if self._tries > 0 else 0.0
 
-    def choose(self) -> int:
-        a = min(self.acceptance, 1.0)
+    def best_length(self, a: float) -> int:
+        """argmax_g S(g) over 0..max_draft (0 when no g >= 1 beats plain decoding)."""
         best_g, best = 0, 1.0
         for g in range(1, self.max_draft + 1):
             s = speedup(g, a, self.verify_cost, self.draft_cost)
             if s > best:
                 best_g, best = g, s
+        return best_g
+
+    def choose(self) -> int:
+        a = round(min(self.acceptance, 1.0), 3)  # bucketed so the argmax is cached
+        key = (a, self.max_draft, self.verify_cost, self.draft_cost)
+        best_g = _BEST.get(key)
+        if best_g is None:
+            best_g = _BEST[key] = self.best_length(a)
         if best_g == 0 and self.max_draft > 0:
             self._idle_steps += 1
             if self._idle_steps >= self.probe_every:  # re-measure now and then

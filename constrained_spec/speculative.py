@@ -35,7 +35,7 @@ from .grammar.protocol import CompiledGrammar, GrammarMatcher
 from .proposers.base import Draft, ProposalContext, Proposer
 from .rejection import draw_randomness, rejection_sample
 from .runners import Runner
-from .sampling import SamplingParams, history_tensors, process_logits
+from .sampling import SamplingParams, filtered_logits, history_tensors, process_logits
 from .spec_stats import DraftLengthPolicy, SpecStats
 
 __all__ = ["Engine", "RequestOutput", "SpecStats"]
@@ -277,7 +277,8 @@ class Engine:
         """Process every request's k + 1 rows into p and run the rejection sampler on the batch."""
         vocab = logits[0].shape[-1]
         device = logits[0].device
-        target = self._target_probs(active, plans, logits)  # [D + B, V]
+        use_kernel = self.kernel_backend == "triton" or (self.kernel_backend == "auto" and device.type == "cuda")
+        target = self._target_rows(active, plans, logits, probs=not use_kernel)  # [D + B, V]
         counts = [len(p.draft) for p in plans]
         draft_ids = torch.tensor([t for p in plans for t in p.draft.token_ids], dtype=torch.long, device=device)  # [D]
         cu = torch.tensor([0] + list(itertools.accumulate(counts)), dtype=torch.long, device=device)  # [B + 1]
@@ -292,12 +293,22 @@ class Engine:
             draft_probs = torch.cat(rows)  # [D, V]
         randomness = draw_randomness([r.verify_gen for r in active], counts, vocab, device)
         greedy = torch.tensor([r.params.greedy for r in active], dtype=torch.bool, device=device)  # [B]
-        out, num_accepted = rejection_sample(target, draft_ids, cu, draft_probs, randomness, greedy)
+        if use_kernel:  # fused mask + temperature + rejection (kernels/); same numbers, same tokens
+            from .kernels import rejection_sample_logits
+
+            temperature = torch.tensor([r.params.temperature for r in active], dtype=torch.float32, device=device)  # [B]
+            out, num_accepted = rejection_sample_logits(
+                target, None, temperature, draft_ids, cu, draft_probs, randomness, backend="triton" if self.kernel_backend == "triton" else "auto",
+                max_num_draft_tokens=max(counts),
+            )
+        else:
+            out, num_accepted = rejection_sample(target, draft_ids, cu, draft_probs, randomness, greedy)
         out, num_accepted = out.tolist(), num_accepted.tolist()
         return [row[: m + 1] for row, m in zip(out, num_accepted)], num_accepted
 
-    def _target_probs(self, active: list[_Request], plans: list[_Planned], logits: list[torch.Tensor]) -> torch.Tensor:
-        """p for every row, through `process_logits`: one call per group of requests whose
+    def _target_rows(self, active: list[_Request], plans: list[_Planned], logits: list[torch.Tensor], probs: bool = True) -> torch.Tensor:
+        """p for every row through `process_logits` (or, for the kernel, the untempered
+        `filtered_logits` it turns into the same p): one call per group of requests whose
         processing parameters are equal (rows are independent given their history)."""
         vocab = logits[0].shape[-1]
         device = logits[0].device
@@ -305,7 +316,7 @@ class Engine:
         groups: dict[tuple, list[int]] = {}
         for i, r in enumerate(active):
             groups.setdefault(_processing_key(r.params), []).append(i)
-        probs: list[torch.Tensor | None] = [None] * len(active)
+        out: list[torch.Tensor | None] = [None] * len(active)
         for members in groups.values():
             params = active[members[0]].params
             batch_logits = torch.cat([logits[i] for i in members])  # [rows, V]
@@ -318,13 +329,14 @@ class Engine:
                 )
             else:  # no penalty reads the history: a zero view, no memory
                 counts, prompt_mask = torch.zeros(1, 1, device=device).expand(batch_logits.shape), None
-            rows = process_logits(batch_logits, params, bitmask=bitmask, vocab_limit=self.vocabulary_limit, output_counts=counts, prompt_mask=prompt_mask)
+            process = process_logits if probs else filtered_logits
+            rows = process(batch_logits, params, bitmask=bitmask, vocab_limit=self.vocabulary_limit, output_counts=counts, prompt_mask=prompt_mask)
             start = 0
             for i in members:
                 n = len(plans[i].draft) + 1
-                probs[i] = rows[start : start + n]
+                out[i] = rows[start : start + n]
                 start += n
-        return torch.cat(probs)  # [D + B, V]
+        return torch.cat(out)  # [D + B, V]
 
     def _commit(self, r: _Request, plan: _Planned, tokens: list[int], m: int) -> RequestOutput:
         """Keep the m accepted drafts and the final token; roll matcher and runner back to match."""

@@ -95,6 +95,7 @@ class ToyDFAGrammar:
         self.eos_token_id = eos_token_id
         self.start = start
         self.token_bytes = tuple(token_bytes) if token_bytes is not None else None
+        self._packed: dict[int, torch.Tensor] = {}  # state -> packed mask row (-1: terminated)
         for state, edges in self.transitions.items():
             for token in edges:
                 if token == eos_token_id or not 0 <= token < vocab_size:
@@ -148,12 +149,19 @@ class ToyDFAMatcher:
     def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
         if bitmask.shape[-1] < bitmask_width(self.vocab_size):
             raise GrammarError(f"bitmask has {bitmask.shape[-1]} words, {bitmask_width(self.vocab_size)} needed")
-        words = [0] * bitmask.shape[-1]
-        if not self._terminated:
-            for token in self.grammar.allowed(self._states[-1]):
+        state = -1 if self._terminated else self._states[-1]
+        packed = self.grammar._packed.get(state)
+        if packed is None:  # cached per state: the grammar is immutable
+            words = [0] * bitmask_width(self.vocab_size)
+            for token in self.grammar.allowed(state) if state != -1 else []:
                 words[token // 32] |= 1 << (token % 32)
-        words = [w - (1 << 32) if w >= 1 << 31 else w for w in words]  # int32 two's complement
-        bitmask[row] = torch.tensor(words, dtype=torch.int32)
+            words = [w - (1 << 32) if w >= 1 << 31 else w for w in words]  # int32 two's complement
+            packed = self.grammar._packed.setdefault(state, torch.tensor(words, dtype=torch.int32))
+        if bitmask.shape[-1] == packed.shape[0]:
+            bitmask[row] = packed
+        else:
+            bitmask[row] = 0
+            bitmask[row, : packed.shape[0]] = packed
 
     def accept_token(self, token_id: int) -> None:
         nxt = None if self._terminated else self._next(self._states[-1], token_id)

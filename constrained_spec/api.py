@@ -139,13 +139,14 @@ class Generator:
 
     def build_prompt(self, prompt_or_messages: Prompt, system_prompt: str | None = None, *, hint: str | None = None) -> list[int]:
         """A prompt string or chat messages -> prompt token ids through the chat template.
-        `hint` (e.g. the schema instruction) is appended to the system message."""
+        `hint` (e.g. which JSON keys to write) is appended to the last user message."""
         messages = normalize_messages(prompt_or_messages, system_prompt)
         if hint:
-            if messages[0]["role"] == "system":
-                messages[0] = {"role": "system", "content": f"{messages[0]['content']}\n{hint}"}
+            last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=None)
+            if last_user is None:
+                messages.append({"role": "user", "content": hint})
             else:
-                messages.insert(0, {"role": "system", "content": hint})
+                messages[last_user] = {"role": "user", "content": f"{messages[last_user]['content']}\n{hint}"}
         return render_prompt(self.tokenizer, messages)
 
     def _constraint(
@@ -171,7 +172,7 @@ class Generator:
             import json
 
             compiled = compile_grammar(json_object=True, vocab=self.vocabulary, backend=self.backend)
-            result = _Constraint(compiled, json.loads, "Answer with a JSON object.")
+            result = _Constraint(compiled, json.loads, "Reply with a JSON object.")
         elif kind == "regex":
             if not isinstance(regex, str) or not regex:
                 raise ValueError(f"regex must be a non-empty string, got {regex!r}")
@@ -237,8 +238,8 @@ class Generator:
         **sampling_kwargs: Any,
     ) -> Result:
         """Generate one answer. Sampling parameters go in `params` or as keywords
-        (temperature=0, max_tokens=100, seed=1, ...). `schema_in_prompt` shows a JSON schema
-        to the model in the system prompt (it does not affect validity, only content)."""
+        (temperature=0, max_tokens=100, seed=1, ...). `schema_in_prompt` tells the model
+        which JSON keys to write, after the prompt (it does not affect validity, only content)."""
         return self.generate_batch(
             [prompt], schema=schema, regex=regex, grammar=grammar, choices=choices, json_object=json_object,
             params=params, system_prompt=system_prompt, speculative=speculative, schema_in_prompt=schema_in_prompt,

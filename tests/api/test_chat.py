@@ -49,6 +49,12 @@ def test_without_template_the_contents_are_joined():
     assert render_prompt(PlainTokenizer(), msgs) == [ord(c) for c in "S\n\nU"]
 
 
-def test_schema_instruction_shows_the_compact_schema():
-    text = schema_instruction({"type": "object", "properties": {"name": {"type": "string"}}})
-    assert '{"type":"object","properties":{"name":{"type":"string"}}}' in text
+def test_schema_instruction_names_object_keys():
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {}, "job": {}}}
+    assert schema_instruction(schema) == "Reply with a JSON object with the keys name, age and job."
+    assert schema_instruction({"type": "object", "properties": {"x": {}}}) == "Reply with a JSON object with the key x."
+
+
+def test_schema_instruction_shows_other_schemas_without_titles():
+    text = schema_instruction({"title": "Tags", "type": "array", "items": {"title": "Tag", "type": "string"}})
+    assert text.endswith('{"type":"array","items":{"type":"string"}}')

@@ -1,0 +1,53 @@
+"""Tool-call selection: the model picks one of several functions and fills its arguments; the
+schema (a union of the tools) guarantees a well-formed call.
+
+    python examples/tool_call.py
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Union
+
+from pydantic import BaseModel, Field
+
+from constrained_spec import Generator
+
+
+class GetWeather(BaseModel):
+    tool: Literal["get_weather"]
+    city: str = Field(max_length=30)
+
+
+class SearchWeb(BaseModel):
+    tool: Literal["search_web"]
+    query: str = Field(max_length=60)
+
+
+class SendEmail(BaseModel):
+    tool: Literal["send_email"]
+    to: str = Field(max_length=40)
+    subject: str = Field(max_length=40)
+
+
+class Call(BaseModel):
+    call: Union[GetWeather, SearchWeb, SendEmail]
+
+
+SYSTEM = (
+    "You call tools. Tools: get_weather(city), search_web(query), send_email(to, subject). "
+    "Answer with the one tool call that serves the request."
+)
+
+
+def main(generator: Generator | None = None) -> list[BaseModel]:
+    generator = generator or Generator()
+    calls = []
+    for request in ["What's the weather like in Paris?", "Email bob@example.com that the meeting moved."]:
+        result = generator.generate(request, schema=Call, system_prompt=SYSTEM, temperature=0, max_tokens=60)
+        print(f"{request!r} -> {result.value!r}")
+        calls.append(result.value)
+    return calls
+
+
+if __name__ == "__main__":
+    main()

@@ -127,7 +127,7 @@ def compile_grammar(grammar: str, vocab: Vocabulary, backend: str = "default") -
         raise GrammarError("grammar must be Lark text or the name of a bundled grammar")
     text = grammar
     if "\n" not in grammar and ":" not in grammar:  # a bare name: a bundled grammar
-        from .lark_engine import load_bundled_grammar
+        from ..grammars import load_bundled_grammar
 
         text = load_bundled_grammar(grammar)
     if backend == "llguidance":

@@ -75,7 +75,12 @@ def seq(*items: Node) -> Node:
     return merged[0] if len(merged) == 1 else Seq(tuple(merged))
 
 
+ANY_JSON = "__any_json__"  # the definition name of "any JSON value"
+
+
 def alt(*options: Node) -> Node:
+    if Ref(ANY_JSON) in options:  # any value covers every other option (keeps LALR unambiguous)
+        return Ref(ANY_JSON)
     unique: list[Node] = []
     for option in options:
         for o in option.options if isinstance(option, Alt) else (option,):
@@ -150,25 +155,46 @@ class Grammar:
         children = node.items if isinstance(node, Seq) else node.options if isinstance(node, Alt) else (node.item,) if isinstance(node, Rep) else ()
         return any(self._has_cycle_ref(c, cyclic, seen) for c in children)
 
-    def _lark(self, node: Node, cyclic: set[str]) -> str:
-        if not self._has_cycle_ref(node, cyclic):
-            regex = self._regex(node, ())
-            if node == EMPTY or regex == "":
-                return '""'  # only reachable for an empty root; the Lark engine may reject it
-            return "/" + regex.replace("/", "\\/") + "/"
+    def nullable(self, node: Node, seen: frozenset[str] = frozenset()) -> bool:
+        """Can `node` match the empty string? (Lark terminals must not.)"""
+        if isinstance(node, Lit):
+            return node.text == ""
+        if isinstance(node, Rx):
+            return False  # by construction: optional whitespace is Rep(Rx(...{1,n}), 0, 1)
+        if isinstance(node, Seq):
+            return all(self.nullable(i, seen) for i in node.items)
+        if isinstance(node, Alt):
+            return any(self.nullable(o, seen) for o in node.options)
+        if isinstance(node, Rep):
+            return node.min == 0 or self.nullable(node.item, seen)
         if isinstance(node, Ref):
+            return node.name not in seen and self.nullable(self.defs[node.name], seen | {node.name})
+        raise TypeError(f"unknown node {node!r}")
+
+    def _lark(self, node: Node, cyclic: set[str]) -> str:
+        if not self._has_cycle_ref(node, cyclic) and not self.nullable(node):
+            return "/" + self._regex(node, ()).replace("/", "\\/") + "/"
+        if isinstance(node, Ref):
+            if node.name not in cyclic:
+                return self._lark(self.defs[node.name], cyclic)
             return _rule_name(node.name)
+        if node == EMPTY:
+            return '""'
+        if isinstance(node, (Lit, Rx)):
+            raise TypeError(f"unexpected empty leaf {node!r}")
         if isinstance(node, Seq):
             return " ".join(self._lark_atom(i, cyclic) for i in node.items)
         if isinstance(node, Alt):
-            return " | ".join(self._lark(o, cyclic) for o in node.options)
+            options = [o for o in node.options if o != EMPTY]
+            body = " | ".join(self._lark(o, cyclic) for o in options)
+            return f"({body})?" if len(options) < len(node.options) else body
         if isinstance(node, Rep):
             return self._lark_rep(node, cyclic)
         raise TypeError(f"unknown node {node!r}")
 
     def _lark_atom(self, node: Node, cyclic: set[str]) -> str:
         body = self._lark(node, cyclic)
-        return f"({body})" if isinstance(node, Alt) and self._has_cycle_ref(node, cyclic) else body
+        return f"({body})" if "|" in body and not body.startswith("/") else body
 
     def _lark_rep(self, node: Rep, cyclic: set[str]) -> str:
         # Expanded into ?, * and copies so any Lark engine reads it (no ~ ranges).

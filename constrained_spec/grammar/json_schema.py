@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import math
 from typing import Any
+from urllib.parse import unquote
 
-from .json_ir import EMPTY, Grammar, Lit, Node, Ref, Rep, Rx, alt, opt, seq
+from .json_ir import ANY_JSON as _ANY, EMPTY, Grammar, Lit, Node, Ref, Rep, Rx, alt, opt, seq
 from .json_terminals import FORMATS, INTEGER, NUMBER, STRING_CHAR, int_range, number_range, pattern_to_json_regex
 from .protocol import GrammarError
 
@@ -29,13 +30,12 @@ _SUPPORTED = {
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "anyOf", "oneOf", "allOf", "$ref",
 }  # fmt: skip
 _TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
-_ANY = "__any_json__"
 
 # whitespace: (between structural tokens, after ':', after ',')
 WHITESPACE_MODES = {
     "compact": ("", "", ""),
     "spaced": ("", " ", " "),  # what json.dumps writes by default
-    "flexible": (r"[ \t\n\r]{0,16}",) * 3,
+    "flexible": (r"[ \t\n\r]{1,16}",) * 3,  # used optionally: terminals never match empty
 }
 
 
@@ -60,9 +60,9 @@ class _Translator:
         self.root = root
         ws, after_colon, after_comma = WHITESPACE_MODES[whitespace]
         self.flexible = whitespace == "flexible"
-        self.ws = Rx(ws) if ws else EMPTY
-        self.colon = seq(self.ws, Lit(":"), Rx(after_colon) if self.flexible else Lit(after_colon))
-        self.comma = seq(self.ws, Lit(","), Rx(after_comma) if self.flexible else Lit(after_comma))
+        self.ws = opt(Rx(ws)) if ws else EMPTY
+        self.colon = seq(self.ws, Lit(":"), self.ws if self.flexible else Lit(after_colon))
+        self.comma = seq(self.ws, Lit(","), self.ws if self.flexible else Lit(after_comma))
         self.item_sep = (",", ":") if whitespace == "compact" else (", ", ": ")
         self.defs: dict[str, Node] = {}
 
@@ -83,7 +83,7 @@ class _Translator:
 
     # ---- schema nodes ----
     def node(self, schema: Any, path: str) -> Node:
-        if schema is True or schema == {}:
+        if schema is True or (isinstance(schema, dict) and not set(schema) - _ANNOTATIONS):
             return self.any_value()
         if schema is False:
             raise GrammarError(f"schema at {path or '/'} is `false`: no value can match it")
@@ -91,7 +91,7 @@ class _Translator:
             raise GrammarError(f"schema at {path or '/'} must be an object or a boolean, got {type(schema).__name__}")
         for key in schema:
             if key not in _SUPPORTED and key not in _ANNOTATIONS:
-                raise GrammarError(f"unsupported JSON schema keyword {key!r} at {path or '/'}/{_escape(key)}")
+                raise GrammarError(f"unsupported JSON schema keyword {key!r} at {_at(path, key)}")
         if "$ref" in schema:
             return self.ref(schema, path)
         for key in ("allOf", "anyOf", "oneOf"):
@@ -127,8 +127,8 @@ class _Translator:
     def ref(self, schema: dict, path: str) -> Node:
         pointer = schema["$ref"]
         extra = {k: v for k, v in schema.items() if k != "$ref" and k not in _ANNOTATIONS}
-        if extra:
-            raise GrammarError(f"unsupported JSON schema keyword {sorted(extra)[0]!r} next to $ref at {path}/{_escape(sorted(extra)[0])}")
+        if extra:  # 2020-12: $ref applies alongside its siblings, i.e. an allOf
+            return self.combinator("allOf", {"allOf": [{"$ref": pointer}, extra]}, path)
         if not isinstance(pointer, str) or not pointer.startswith("#"):
             raise GrammarError(f"only local $ref ('#/...') is supported, got {pointer!r} at {path}/$ref")
         if pointer not in self.defs:
@@ -137,9 +137,11 @@ class _Translator:
         return Ref(pointer)
 
     def resolve(self, pointer: str, path: str) -> Any:
+        if not isinstance(pointer, str) or not pointer.startswith("#"):
+            raise GrammarError(f"only local $ref ('#/...') is supported, got {pointer!r} at {path}/$ref")
         target = self.root
         for part in pointer[1:].split("/")[1:] if pointer != "#" else []:
-            part = part.replace("~1", "/").replace("~0", "~")
+            part = unquote(part).replace("~1", "/").replace("~0", "~")
             try:
                 target = target[int(part)] if isinstance(target, list) else target[part]
             except (KeyError, IndexError, ValueError, TypeError):
@@ -152,20 +154,67 @@ class _Translator:
             raise GrammarError(f"{key} at {path}/{key} must be a non-empty array")
         rest = {k: v for k, v in schema.items() if k != key and k not in _ANNOTATIONS}
         if key == "allOf":
-            merged = dict(rest)
-            for i, sub in enumerate(options):
-                sub = self.resolve(sub["$ref"], f"{path}/allOf/{i}") if isinstance(sub, dict) and set(sub) == {"$ref"} else sub
-                for k, v in (sub.items() if isinstance(sub, dict) else ()):
-                    if k in _ANNOTATIONS:
-                        continue
-                    if k in merged and merged[k] != v:
-                        raise GrammarError(f"allOf at {path}/allOf/{i}/{_escape(k)} conflicts with another branch on {k!r}; not expressible")
-                    merged[k] = v
-            return self.node(merged, path)
+            return self.node(self.merge_all_of([rest, *options], path), path)
         if rest:
             # siblings constrain every branch: push them into each branch (exact only via allOf)
-            options = [{"allOf": [rest, o]} for o in options]
-        return alt(*(self.node(o, f"{path}/{key}/{i}") for i, o in enumerate(options)))
+            options = [{"allOf": [rest, o]} if o is not False else False for o in options]
+        live = [(i, o) for i, o in enumerate(options) if o is not False]  # `false` never matches
+        if not live:
+            raise GrammarError(f"every branch of {key} at {_at(path, key)} is `false`: no value can match it")
+        if key == "oneOf" and len(live) > 1 and not self.disjoint([o for _, o in live]):
+            raise GrammarError(
+                f"oneOf at {_at(path, key)}: branches may overlap, so 'exactly one' is not expressible; "
+                "use anyOf, distinct types, or a const/enum discriminator property"
+            )
+        return alt(*(self.node(o, f"{path}/{key}/{i}") for i, o in live))
+
+    def merge_all_of(self, parts: list[Any], path: str) -> dict:
+        """allOf as one schema, when the branches constrain disjoint keywords (exact)."""
+        merged: dict = {}
+        owner: dict[str, int] = {}
+        seen: set[str] = set()
+        for i, sub in enumerate(parts):
+            while isinstance(sub, dict) and "$ref" in sub:
+                if sub["$ref"] in seen:
+                    raise GrammarError(f"allOf at {path}/allOf/{i} refers to itself through {sub['$ref']!r}; not expressible")
+                seen.add(sub["$ref"])
+                extra = {k: v for k, v in sub.items() if k != "$ref"}
+                if extra:
+                    parts.append(extra)
+                sub = self.resolve(sub["$ref"], f"{path}/allOf/{i}")
+            if sub is True:
+                continue
+            if sub is False:
+                raise GrammarError(f"allOf at {path}/allOf/{i} is `false`: no value can match it")
+            for k, v in sub.items():
+                if k in _ANNOTATIONS:
+                    continue
+                if k in merged and merged[k] != v:
+                    raise GrammarError(f"allOf at {path}/allOf/{i}/{_escape(k)} conflicts with another branch on {k!r}; not expressible")
+                merged[k] = v
+                owner.setdefault(k, i)
+        # keywords whose meaning depends on siblings must come from one branch
+        for group in (("items", "prefixItems"), ("properties", "additionalProperties")):
+            owners = {owner[k] for k in group if k in owner}
+            if len(owners) > 1:
+                raise GrammarError(f"allOf at {path}/allOf splits {' and '.join(group)} across branches; not expressible")
+        return merged
+
+    def disjoint(self, options: list[Any]) -> bool:
+        """Conservative: no instance can match two of these schemas."""
+        resolved = [self.resolve(o["$ref"], "") if isinstance(o, dict) and set(o) - _ANNOTATIONS == {"$ref"} else o for o in options]
+        if not all(isinstance(o, dict) for o in resolved):
+            return False
+        kinds = [_possible_types(o) for o in resolved]
+        if all(k is not None for k in kinds) and all(not (a & b) for i, a in enumerate(kinds) for b in kinds[i + 1 :]):
+            return True
+        # discriminated objects: one required property whose const/enum values never overlap
+        common = set.intersection(*(set(o.get("required", [])) for o in resolved))
+        for name in common:
+            values = [_const_values(o.get("properties", {}).get(name)) for o in resolved]
+            if all(v is not None for v in values) and all(not (a & b) for i, a in enumerate(values) for b in values[i + 1 :]):
+                return True
+        return False
 
     def enum(self, schema: dict, path: str) -> Node:
         values = [schema["const"]] if "const" in schema else schema["enum"]
@@ -177,7 +226,12 @@ class _Translator:
             values = [v for v in values if _json_type(v) in types or (_json_type(v) == "integer" and "number" in types)]
         if not values:
             raise GrammarError(f"enum/const at {path} allows no value")
-        return alt(*(Lit(json.dumps(v, separators=self.item_sep, ensure_ascii=False)) for v in values))
+        forms = []
+        for v in values:
+            forms.append(Lit(json.dumps(v, separators=self.item_sep, ensure_ascii=False)))
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer() and abs(v) < 2**53:
+                forms += [Lit(str(int(v))), Lit(f"{int(v)}.0")]  # 1 == 1.0 in JSON schema
+        return alt(*forms)
 
     def integer(self, schema: dict, path: str) -> Node:
         lo, hi = _bounds(schema, path, integer=True)
@@ -212,7 +266,7 @@ class _Translator:
         return Rx(regex)
 
     def string(self, schema: dict, path: str) -> Node:
-        lo, hi = schema.get("minLength", 0), schema.get("maxLength")
+        lo, hi = _count(schema, "minLength", 0), _count(schema, "maxLength", None)
         if "format" in schema:
             fmt = schema["format"]
             if fmt not in FORMATS:
@@ -233,7 +287,10 @@ class _Translator:
     def array(self, schema: dict, path: str) -> Node:
         prefix = schema.get("prefixItems", [])
         items = schema.get("items", True)
-        lo, hi = schema.get("minItems", 0), schema.get("maxItems")
+        lo, hi = _count(schema, "minItems", 0), _count(schema, "maxItems", None)
+        if False in prefix:  # a `false` position: the array must end before it
+            prefix = prefix[: prefix.index(False)]
+            items = False
         if items is False:
             hi = len(prefix) if hi is None else min(hi, len(prefix))
         if hi is not None and hi < lo:
@@ -262,12 +319,12 @@ class _Translator:
         return seq(Lit("["), self.ws, body, self.ws, Lit("]"))
 
     def object(self, schema: dict, path: str) -> Node:
-        props = schema.get("properties", {})
         required = set(schema.get("required", []))
-        missing = required - set(props)
+        props = {k: v for k, v in schema.get("properties", {}).items() if v is not False or k in required}
+        for name in schema.get("required", []):
+            if name not in props:
+                props[name] = True  # required without a schema: any value
         extra = schema.get("additionalProperties", False)
-        if missing and extra is False:
-            raise GrammarError(f"required property {sorted(missing)[0]!r} at {path}/required is not in properties")
         members = [
             (name in required, seq(Lit(json.dumps(name, ensure_ascii=False)), self.colon, self.node(sub, f"{path}/properties/{_escape(name)}")))
             for name, sub in props.items()
@@ -312,6 +369,26 @@ def _bounds(schema: dict, path: str, integer: bool) -> tuple[int | None, int | N
     return lo, hi
 
 
+def _possible_types(schema: dict) -> set[str] | None:
+    if "const" in schema or "enum" in schema:
+        values = [schema["const"]] if "const" in schema else schema["enum"]
+        return {("number" if _json_type(v) == "integer" else _json_type(v)) for v in values}
+    t = schema.get("type")
+    if t is None:
+        return None
+    return {("number" if x == "integer" else x) for x in ([t] if isinstance(t, str) else t)}
+
+
+def _const_values(schema: Any) -> set[str] | None:
+    if not isinstance(schema, dict):
+        return None
+    if "const" in schema:
+        return {json.dumps(schema["const"], sort_keys=True)}
+    if "enum" in schema:
+        return {json.dumps(v, sort_keys=True) for v in schema["enum"]}
+    return None
+
+
 def _json_type(value: Any) -> str:
     if value is None:
         return "null"
@@ -320,6 +397,17 @@ def _json_type(value: Any) -> str:
     if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
         return "integer"
     return {float: "number", str: "string", list: "array", dict: "object"}.get(type(value), "unknown")
+
+
+def _at(path: str, key: Any) -> str:
+    return f"{path}/{_escape(key)}"
+
+
+def _count(schema: dict, key: str, default: int | None) -> int | None:
+    value = schema.get(key, default)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value
 
 
 def _escape(key: str) -> str:

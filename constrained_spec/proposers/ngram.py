@@ -34,21 +34,24 @@ class NgramProposer:
     def _candidates(self, seq: np.ndarray, max_tokens: int) -> list[list[int]]:
         """Continuations after earlier occurrences of the longest matching suffix n-gram."""
         length = len(seq)
-        for n in range(min(self.max_n, length - 1), self.min_n - 1, -1):
-            pattern = seq[length - n :]
-            # windows[i] = seq[i : i + n], for starts whose occurrence ends before the suffix itself.
-            windows = np.lib.stride_tricks.sliding_window_view(seq[: length - 1], n)
-            starts = np.flatnonzero((windows == pattern).all(axis=1))
-            if len(starts) == 0:
-                continue
-            found = []
-            for start in starts[::-1][: self.max_candidates]:  # most recent first
-                follow = seq[start + n : start + n + max_tokens]
-                if len(follow):
-                    found.append(follow.tolist())
-            if found:
-                return found
-        return []
+        if length < self.min_n + 1:
+            return []
+        # Earlier occurrences of the last token, then grown backwards one token at a time.
+        ends = np.flatnonzero(seq[: length - 1] == seq[-1])  # [M] index of each match's last token
+        matched = np.ones(len(ends), dtype=np.int64)  # [M] matched n-gram length per occurrence
+        alive = np.ones(len(ends), dtype=bool)
+        for n in range(2, min(self.max_n, length - 1) + 1):
+            starts = ends - (n - 1)
+            alive &= starts >= 0
+            alive[alive] = seq[starts[alive]] == seq[length - n]
+            if not alive.any():
+                break
+            matched[alive] = n
+        best = int(matched.max()) if len(ends) else 0
+        if best < self.min_n:
+            return []
+        chosen = ends[matched == best][::-1][: self.max_candidates]  # most recent first
+        return [seq[end + 1 : end + 1 + max_tokens].tolist() for end in chosen]
 
     def propose(self, context: ProposalContext, max_tokens: int) -> Draft:
         if max_tokens <= 0:

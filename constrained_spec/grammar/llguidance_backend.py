@@ -1,0 +1,185 @@
+"""Optional backend: llguidance (Rust; Lark, regex and the broadest JSON-schema coverage).
+
+Wraps `llguidance.LLMatcher` in our `GrammarMatcher` protocol. llguidance keeps errors as sticky
+state; we check before acting so misuse raises GrammarError and never poisons the matcher.
+Imported only when `backend="llguidance"` is asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+import torch
+
+from ..bitmask import bitmask_width
+from .protocol import GrammarError
+from .regex_backend import _trim_partial_utf8
+from .vocabulary import Vocabulary
+
+__all__ = ["LLGuidanceGrammar", "LLGuidanceMatcher", "compile_llguidance"]
+
+_SEPARATORS = {"compact": (",", ":", False), "spaced": (", ", ": ", False), "flexible": (",", ":", True)}
+
+
+class _GreedyTokenizer:
+    """The tokenizer face llguidance's `TokenizerWrapper` protocol asks for, built from bytes alone:
+    longest-match tokenization (used by llguidance only for forced-token heuristics, not masks)."""
+
+    def __init__(self, vocab: Vocabulary) -> None:
+        self.eos_token_id = vocab.eos_token_id
+        self.bos_token_id = None
+        self.tokens = [b if b is not None else b"" for b in vocab.token_bytes] + [b""] * (vocab.size - len(vocab))
+        self.special_token_ids = [i for i, b in enumerate(self.tokens) if not b]
+        self.is_tokenizer_wrapper = True
+        self._lookup = {b: i for i, b in enumerate(self.tokens) if b}
+        self._longest = max((len(b) for b in self._lookup), default=1)
+
+    def __call__(self, text: str | bytes) -> list[int]:
+        data = text.encode("utf-8") if isinstance(text, str) else text
+        out, i = [], 0
+        while i < len(data):
+            for n in range(min(self._longest, len(data) - i), 0, -1):
+                token = self._lookup.get(data[i : i + n])
+                if token is not None:
+                    out.append(token)
+                    i += n
+                    break
+            else:
+                i += 1  # a byte no token covers: skip it (cannot be produced anyway)
+        return out
+
+
+@lru_cache(maxsize=4)
+def _ll_tokenizer(vocab: Vocabulary) -> Any:
+    import llguidance
+
+    return llguidance.LLTokenizer(_GreedyTokenizer(vocab), n_vocab=vocab.size)
+
+
+class LLGuidanceGrammar:
+    """An immutable llguidance grammar (its JSON form) for one vocabulary."""
+
+    def __init__(self, grammar: str, vocab: Vocabulary) -> None:
+        self.grammar = grammar
+        self.vocab = vocab
+        self.tokenizer = _ll_tokenizer(vocab)
+        probe = self._new()  # compile once now so errors surface at compile time
+        if probe.is_error():
+            raise GrammarError(f"llguidance rejected the grammar: {probe.get_error()}")
+
+    def _new(self) -> Any:
+        import llguidance
+
+        return llguidance.LLMatcher(self.tokenizer, self.grammar, log_level=0)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.vocab.size
+
+    def matcher(self) -> "LLGuidanceMatcher":
+        return LLGuidanceMatcher(self, self._new(), 0)
+
+
+class LLGuidanceMatcher:
+    """llguidance stops by itself once only EOS can follow; our protocol wants EOS offered there
+    and terminated only after EOS is accepted, so the EOS step is tracked here (`_eos`)."""
+
+    def __init__(self, compiled: LLGuidanceGrammar, inner: Any, num_tokens: int, eos: int = 0) -> None:
+        self._compiled = compiled
+        self._inner = inner
+        self._num_tokens = num_tokens
+        self._eos = eos  # 0: not accepted, 1: accepted by us (inner had stopped), 2: consumed by inner
+
+    @property
+    def vocab_size(self) -> int:
+        return self._compiled.vocab.size
+
+    def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
+        width = bitmask_width(self.vocab_size)
+        if bitmask.dtype != torch.int32 or bitmask.ndim != 2 or bitmask.shape[1] != width:
+            raise GrammarError(f"bitmask must be int32 [rows, {width}] for vocab size {self.vocab_size}, got {bitmask.dtype} {tuple(bitmask.shape)}")
+        if self._eos or self._inner.is_stopped():
+            bitmask[row].zero_()
+            if not self._eos and self._inner.is_accepting():
+                eos = self._compiled.vocab.eos_token_id
+                bitmask[row, eos // 32] = torch.tensor(1 << (eos % 32), dtype=torch.int64).to(torch.int32)
+            return
+        from llguidance.torch import fill_next_token_bitmask
+
+        fill_next_token_bitmask(self._inner, bitmask, row)
+
+    def accept_token(self, token_id: int) -> None:
+        token_id = int(token_id)
+        if self.validate_tokens([token_id]) != 1:
+            raise GrammarError(f"token {token_id} is not allowed by the grammar at output position {self._num_tokens}")
+        if token_id == self._compiled.vocab.eos_token_id and self._inner.is_stopped():
+            self._eos = 1
+        else:
+            if not self._inner.consume_token(token_id):
+                raise GrammarError(f"llguidance failed on token {token_id}: {self._inner.get_error()}")
+            if token_id == self._compiled.vocab.eos_token_id:
+                self._eos = 2
+        self._num_tokens += 1
+
+    def validate_tokens(self, token_ids: Sequence[int]) -> int:
+        tokens = [int(t) for t in token_ids]
+        if self._eos or not tokens:
+            return 0
+        if self._inner.is_stopped():
+            return int(tokens[0] == self._compiled.vocab.eos_token_id and self._inner.is_accepting())
+        n = self._inner.validate_tokens(tokens)
+        if n < len(tokens) and tokens[n] == self._compiled.vocab.eos_token_id:
+            probe = self._inner.deep_copy()  # llguidance may have stopped right before our EOS
+            if probe.consume_tokens(tokens[:n]) and probe.is_stopped() and probe.is_accepting():
+                n += 1
+        return n
+
+    def rollback(self, num_tokens: int) -> None:
+        if num_tokens < 0 or num_tokens > self._num_tokens:
+            raise GrammarError(f"cannot roll back {num_tokens} tokens: only {self._num_tokens} accepted")
+        inner = num_tokens
+        if num_tokens and self._eos == 1:
+            inner -= 1  # our own EOS step: the inner matcher never saw it
+        if inner and not self._inner.rollback(inner):
+            raise GrammarError(f"llguidance could not roll back {num_tokens} tokens: {self._inner.get_error()}")
+        if num_tokens:
+            self._eos = 0
+        self._num_tokens -= num_tokens
+
+    def is_accepting(self) -> bool:
+        return not self._eos and self._inner.is_accepting()
+
+    def is_terminated(self) -> bool:
+        return bool(self._eos)
+
+    def forced_bytes(self, max_bytes: int = 64) -> bytes:
+        if self._eos or self._inner.is_stopped():
+            return b""
+        return _trim_partial_utf8(self._inner.compute_ff_bytes()[:max_bytes])
+
+    def fork(self) -> "LLGuidanceMatcher":
+        return LLGuidanceMatcher(self._compiled, self._inner.deep_copy(), self._num_tokens, self._eos)
+
+
+def compile_llguidance(kind: str, spec: Any, vocab: Vocabulary, whitespace: str = "compact") -> LLGuidanceGrammar:
+    """kind: "regex" (pattern), "lark" (grammar text) or "json_schema" (dict)."""
+    try:
+        import llguidance
+    except ImportError as exc:
+        raise GrammarError("backend 'llguidance' needs `pip install llguidance` (extra: constrained_spec[llguidance])") from exc
+    try:
+        if kind == "regex":
+            grammar = llguidance.LLMatcher.grammar_from_regex(spec)
+        elif kind == "lark":
+            grammar = llguidance.LLMatcher.grammar_from_lark(spec)
+        elif kind == "json_schema":
+            item, key, flexible = _SEPARATORS[whitespace]
+            options = {"item_separator": item, "key_separator": key, "whitespace_flexible": flexible}
+            grammar = llguidance.LLMatcher.grammar_from_json_schema(spec, overrides=options)
+        else:
+            raise GrammarError(f"unknown llguidance constraint kind {kind!r}")
+    except (ValueError, TypeError) as exc:
+        raise GrammarError(f"llguidance cannot read this {kind}: {exc}") from exc
+    return LLGuidanceGrammar(grammar, vocab)

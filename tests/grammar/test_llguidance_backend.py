@@ -1,0 +1,55 @@
+"""The llguidance adapter meets the same protocol contract as our own backend."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytest.importorskip("llguidance")
+
+from constrained_spec.bitmask import new_bitmask, unpack_bitmask  # noqa: E402
+from constrained_spec.grammar import GrammarError, GrammarMatcher, Vocabulary, compile  # noqa: E402
+
+VOCAB = Vocabulary.from_tokens(["<eos>"] + [chr(c) for c in range(32, 127)] + ['{"', '":', "ab"], 0, size=128)
+
+
+def allowed(m) -> set[int]:
+    bm = new_bitmask(1, m.vocab_size)
+    m.fill_bitmask(bm)
+    return set(torch.nonzero(unpack_bitmask(bm[0], m.vocab_size)).flatten().tolist())
+
+
+def ids(text: str) -> list[int]:
+    return [VOCAB.token_bytes.index(ch.encode()) for ch in text]
+
+
+@pytest.mark.parametrize("backend", ["default", "llguidance"])
+def test_backends_agree_on_a_schema(backend):
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"enum": ["x", "y"]}}, "required": ["a", "b"]}
+    m = compile(json_schema=schema, vocab=VOCAB, backend=backend).matcher()
+    assert isinstance(m, GrammarMatcher)
+    good, bad = ids('{"a":12,"b":"y"}'), ids('{"a":1,"b":"z"}')
+    assert m.validate_tokens(good + [0]) == len(good) + 1
+    assert m.validate_tokens(bad) == len(bad) - 3  # stops at "z"
+    assert m.forced_bytes() == b'{"a":'
+    for t in good[:5]:
+        m.accept_token(t)
+    f = m.fork()
+    before = allowed(m)
+    with pytest.raises(GrammarError, match="not allowed"):
+        m.accept_token(ids("x")[0])
+    assert allowed(m) == before  # a rejected token leaves the state unchanged
+    for t in good[5:]:
+        m.accept_token(t)
+    assert m.is_accepting() and allowed(m) == {0}
+    m.accept_token(0)
+    assert m.is_terminated()
+    m.rollback(len(good) - 5 + 1)
+    assert allowed(m) == before == allowed(f)
+    with pytest.raises(GrammarError, match="cannot roll back"):
+        m.rollback(99)
+
+
+def test_llguidance_bad_grammar_raises():
+    with pytest.raises(GrammarError, match="llguidance"):
+        compile(grammar="start: undefined_rule\n", vocab=VOCAB, backend="llguidance")

@@ -110,10 +110,10 @@ class _HFState:
 class HFRunner:
     """A Hugging Face causal LM with one KV cache per request.
 
-    Each request runs its own forward (batch 1): with per-request caches of different lengths a
-    padded batch would need the caches copied together every step, and on CPU the forward of a
-    135M model is dominated by the weights, not the rows (see the runner benchmark note in the
-    report). Rollback crops the cache (`DynamicCache.crop(-n)` in transformers 5.x).
+    Each request runs its own forward (batch 1). Batching requests of different lengths would need
+    their caches merged into one left-padded cache (with attention mask and position ids) every
+    step; that is not done yet, so a batch of B requests costs B forwards. Rollback crops the
+    cache (`DynamicCache.crop(-n)` in transformers 5.x: a negative count removes that many).
     Only the logits of the new positions are computed (`logits_to_keep`).
     """
 

@@ -1,0 +1,70 @@
+"""The runner and the loop on the real default model (SmolLM2-135M): KV-cache rollback is exact,
+and at T = 0 speculative output equals plain greedy constrained output token for token."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.model
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    from constrained_spec.models import load_model
+
+    torch.manual_seed(0)
+    return load_model(verbose=False)
+
+
+def test_hf_runner_rollback_and_ragged_batch(loaded):
+    from constrained_spec.runners import HFRunner
+
+    runner = HFRunner(loaded.model)
+    a = loaded.tokenizer.encode("The capital of France is")
+    b = loaded.tokenizer.encode("1, 2, 3, 4, 5, 6,")
+    runner.start("a", a[:-1])
+    runner.start("b", b[:-1])
+    draft_a, draft_b = [100, 200, 300], [17]
+    first = runner.score([("a", [a[-1], *draft_a]), ("b", [b[-1], *draft_b])])
+    assert [tuple(x.shape) for x in first] == [(4, runner.vocab_size), (2, runner.vocab_size)]
+    runner.rollback("a", 2)  # keep draft_a[:1]
+    again = runner.score([("a", [555])])[0]  # [1, V]
+    with torch.no_grad():
+        full_a = loaded.model(torch.tensor([a + draft_a[:1] + [555]])).logits[0, -3:]  # [3, V]
+        full_b = loaded.model(torch.tensor([b + draft_b])).logits[0, -2:]
+    torch.testing.assert_close(torch.cat([first[0][:2], again]), full_a, atol=2e-4, rtol=1e-4)
+    torch.testing.assert_close(first[1], full_b, atol=2e-4, rtol=1e-4)
+    assert runner.cached_length("a") == len(a) + 2  # prompt + draft_a[0] + 555
+    with pytest.raises(ValueError, match="cannot roll back 99"):
+        runner.rollback("b", 99)
+
+
+def test_greedy_speculative_equals_plain_on_default_model(loaded):
+    from constrained_spec.grammar import Vocabulary, compile_json_schema
+    from constrained_spec.proposers import ChainProposer, ForcedProposer, NgramProposer
+    from constrained_spec.runners import HFRunner
+    from constrained_spec.sampling import SamplingParams
+    from constrained_spec.speculative import Engine
+
+    tok = loaded.tokenizer
+    vocab = Vocabulary.from_tokenizer(tok, size=loaded.logits_width)
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}, "required": ["name", "age"]}
+    grammar = compile_json_schema(schema, vocab)
+    messages = [{"role": "user", "content": "Alice is 30 years old. Reply with JSON with her name and age."}]
+    prompt = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
+    params = SamplingParams(temperature=0, max_tokens=40)
+
+    def run(proposer):
+        engine = Engine(HFRunner(loaded.model), eos_token_id=tok.eos_token_id, proposer=proposer, vocabulary_limit=len(tok), max_draft_tokens=6)
+        return engine.generate([prompt], params, grammar)[0]
+
+    plain = run(None)
+    spec = run(ChainProposer([ForcedProposer(tok, token_bytes=vocab.token_bytes), NgramProposer()]))
+    assert spec.token_ids == plain.token_ids
+    assert spec.finish_reason == plain.finish_reason == "stop"
+    value = json.loads(tok.decode(spec.token_ids))
+    assert set(value) >= {"name", "age"} and isinstance(value["age"], int)
+    assert spec.stats.accepted > 0 and spec.stats.steps < plain.stats.steps

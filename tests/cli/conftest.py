@@ -1,0 +1,19 @@
+import pytest
+
+
+@pytest.fixture(scope="session")
+def shared_generator():
+    """One Generator on the default model, handed to the CLI in-process instead of reloading."""
+    from constrained_spec.api import Generator
+
+    return Generator(verbose=False)
+
+
+@pytest.fixture
+def cli_with_model(shared_generator, monkeypatch):
+    """`main(argv)` running in-process on the shared generator."""
+    from constrained_spec import api
+    from constrained_spec.cli import main
+
+    monkeypatch.setattr(api, "Generator", lambda *args, **kwargs: shared_generator)
+    return main

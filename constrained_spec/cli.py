@@ -68,6 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--samples", type=int, default=20000, help="number of sampled sequences (default 20000)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--alpha", type=float, default=0.001, help="significance level (default 0.001)")
+    p = sub.add_parser("serve", help="OpenAI-compatible HTTP server (needs the [server] extra)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--model", default=None, help="a local Hugging Face model folder (default: SmolLM2-135M-Instruct)")
+    p.add_argument("--draft", default="auto", help="proposer: auto, forced, ngram, suffix, none, or a draft model folder")
+    p.add_argument("--max-tokens-limit", type=int, default=2048, help="largest max_tokens a request may ask for")
+    p.add_argument("--max-in-flight", type=int, default=64, help="engine requests in flight before answering 429")
     return parser
 
 
@@ -179,6 +186,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "verify":
             return _run_verify(args)
+        if args.command == "serve":  # imported lazily: fastapi is an optional extra
+            from .server import ServerConfig, serve
+
+            config = ServerConfig(max_tokens_limit=args.max_tokens_limit, max_in_flight=args.max_in_flight)
+            serve(args.host, args.port, args.model, draft=args.draft, config=config)
+            return EXIT_OK
         return _run_generation(args)
     except OutputValidationError as exc:  # a bug, not the user's input
         print(f"error: {exc}", file=sys.stderr)

@@ -311,7 +311,7 @@ def create_app(generator: Any, config: ServerConfig | None = None) -> FastAPI:
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        return {"status": "ok", "in_flight": service.worker.in_flight}
+        return {"status": "ok", "in_flight": service.worker.in_flight, "peak_batch": service.worker.peak_batch}
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Any:

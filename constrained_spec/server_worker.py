@@ -34,6 +34,7 @@ class EngineWorker:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._closed = False
+        self.peak_batch = 0  # most requests in flight at one step: > 1 shows requests are batched
         self._thread = threading.Thread(target=self._run, name="constrained-spec-engine", daemon=True)
         self._thread.start()
 
@@ -85,6 +86,8 @@ class EngineWorker:
                 self._wake.wait(timeout=0.5)
                 self._wake.clear()
                 continue
+            with self._lock:
+                self.peak_batch = max(self.peak_batch, len(self._routes))
             try:
                 outputs = self.engine.step()
             except Exception as exc:  # never let one bad step kill the server

@@ -37,6 +37,15 @@ def braces_grammar() -> ToyDFAGrammar:
     return ToyDFAGrammar(transitions, accepting=[3], vocab_size=V, eos_token_id=EOS, token_bytes=token_bytes)
 
 
+def list_grammar() -> ToyDFAGrammar:
+    """'{' (a | b | ab) ( 'a' | ', ' (a | b | ab) )* '}' — forced '{', forced ' ' after ',', and
+    ambiguous spellings (a b vs ab). The only accepting state is after '}'."""
+    COMMA, SPACE = 10, 11
+    token_bytes = [None] + [t.encode() for t in TOY_TOKENS[1:]]
+    transitions = {0: {LBRACE: 1}, 1: {A: 2, B: 2, AB: 2}, 2: {A: 2, COMMA: 3, RBRACE: 4}, 3: {SPACE: 1}}
+    return ToyDFAGrammar(transitions, accepting=[4], vocab_size=V, eos_token_id=EOS, token_bytes=token_bytes)
+
+
 class RandomOneHotProposer:
     """Drafts a random-length sequence of pseudo-random tokens. Deterministic in the context (the
     rule for one-hot drafts): its randomness is seeded from the request's tokens, never drawn
@@ -88,24 +97,41 @@ class ToyDraftModelProposer:
 
     name = "toy-draft-model"
 
-    def __init__(self, model: ToyLM) -> None:
+    def __init__(self, model: ToyLM, memoize: bool = False) -> None:
         self.model = model
+        # q is a deterministic function of (params, prompt, history, grammar state), so a
+        # memoized draft model is the same draft model, only cheaper: it lets 20k-request
+        # distribution tests afford a dense proposer.
+        self._memo: dict | None = {} if memoize else None
+
+    def _q(self, context: ProposalContext, history: list[int], matcher) -> torch.Tensor:
+        key = None
+        if self._memo is not None:
+            state = tuple(matcher._states) if matcher is not None else None
+            pr = context.params  # every field process_logits reads (not the seed)
+            knobs = (pr.temperature, pr.top_k, pr.top_p, pr.min_p, pr.repetition_penalty, pr.presence_penalty, pr.frequency_penalty, tuple(sorted(pr.logit_bias.items())))
+            key = (knobs, tuple(context.prompt_ids), tuple(history), state)
+            if key in self._memo:
+                return self._memo[key]
+        logits = self.model(torch.tensor([list(context.prompt_ids) + history]))[0, -1:]  # [1, V]
+        mask = None
+        if matcher is not None:
+            mask = new_bitmask(1, matcher.vocab_size)
+            matcher.fill_bitmask(mask, 0)
+        # history for penalties: output + draft so far; only the last row is computed
+        q = process_logits(logits, context.params, context.prompt_ids, history, (), mask)[0]  # [V]
+        if key is not None:
+            self._memo[key] = q
+        return q
 
     def propose(self, context: ProposalContext, max_tokens: int) -> Draft:
         m = context.matcher.fork() if context.matcher is not None else None
-        seq = list(context.prompt_ids) + list(context.output_ids)
         tokens: list[int] = []
         rows = []
         for _ in range(max_tokens):
             if m is not None and m.is_terminated():
                 break
-            logits = self.model(torch.tensor([seq + tokens]))[0, -1:]  # [1, V]
-            mask = None
-            if m is not None:
-                mask = new_bitmask(1, m.vocab_size)
-                m.fill_bitmask(mask, 0)
-            # history for penalties: output + draft so far; only the last row is computed
-            q = process_logits(logits, context.params, context.prompt_ids, list(context.output_ids) + tokens, (), mask)[0]
+            q = self._q(context, list(context.output_ids) + tokens, m)
             token = int(torch.multinomial(q, 1, generator=context.generator))
             tokens.append(token)
             rows.append(q)

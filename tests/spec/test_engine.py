@@ -11,7 +11,7 @@ from constrained_spec.runners import CallableRunner
 from constrained_spec.sampling import SamplingParams
 from constrained_spec.speculative import Engine
 from constrained_spec.testing import TOY_TOKENS, ToyLM
-from spec_toys import EOS, V, GrammarWalkProposer, RandomOneHotProposer, ToyDraftModelProposer, braces_grammar, small_grammar
+from spec_toys import EOS, V, GrammarWalkProposer, RandomOneHotProposer, ToyDraftModelProposer, braces_grammar, list_grammar, small_grammar
 
 PROMPTS = [[6, 7], [1], [2, 3, 4, 5], [8, 9, 10]]  # ragged
 
@@ -42,8 +42,18 @@ def test_outputs_are_grammar_valid(proposer):
             assert out.finish_reason == "length" and len(out.token_ids) == 30
 
 
-@pytest.mark.parametrize("proposer", [RandomOneHotProposer(), GrammarWalkProposer(), ToyDraftModelProposer(ToyLM(V, seed=3).perturbed())])
-@pytest.mark.parametrize("grammar", [None, small_grammar(), braces_grammar()])
+def real_proposers():
+    from constrained_spec.proposers import ChainProposer, DraftModelProposer, ForcedProposer, NgramProposer, SuffixProposer
+
+    encode = lambda text: [TOY_TOKENS.index(ch) for ch in text]  # noqa: E731  single-character spelling
+    return [
+        ChainProposer([ForcedProposer(encode), NgramProposer(min_n=1), SuffixProposer()]),
+        DraftModelProposer(ToyLM(V, seed=3).perturbed()),
+    ]
+
+
+@pytest.mark.parametrize("proposer", [RandomOneHotProposer(), GrammarWalkProposer(), ToyDraftModelProposer(ToyLM(V, seed=3).perturbed())] + real_proposers())
+@pytest.mark.parametrize("grammar", [None, small_grammar(), braces_grammar(), list_grammar()])
 def test_greedy_equals_non_speculative(proposer, grammar):
     params = SamplingParams(temperature=0, max_tokens=12, repetition_penalty=1.3)
     plain = engine(None).generate(PROMPTS, params, grammar)

@@ -88,14 +88,22 @@ def resolve_schema(schema: Any) -> ResolvedSchema:
         return parse
 
     if isinstance(schema, type) and issubclass(schema, BaseModel):
-        return ResolvedSchema(schema.model_json_schema(), wrap(schema.model_validate_json), schema.__name__)
+        try:
+            json_schema = schema.model_json_schema()
+        except Exception as exc:  # e.g. PydanticUserError for a model with undefined forward references
+            raise ValueError(f"cannot build a JSON schema from {schema.__name__}: {_first_line(exc)}") from None
+        return ResolvedSchema(json_schema, wrap(schema.model_validate_json), schema.__name__)
     try:
         adapter = TypeAdapter(schema)
         json_schema = adapter.json_schema()
     except Exception as exc:  # pydantic raises several error types for types it cannot describe
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ValueError(f"cannot build a JSON schema from {schema!r}: {first_line}") from None
+        raise ValueError(f"cannot build a JSON schema from {schema!r}: {_first_line(exc)}") from None
     return ResolvedSchema(json_schema, wrap(adapter.validate_json), getattr(schema, "__name__", str(schema)))
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def load_schema_file(path: str) -> dict[str, Any]:

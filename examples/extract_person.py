@@ -3,7 +3,6 @@
     python examples/extract_person.py
 """
 
-from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
@@ -24,13 +23,12 @@ TEXTS = [
 
 def main(generator: Generator | None = None) -> list[Person]:
     generator = generator or Generator()
-    people = []
-    for text in TEXTS:
-        result = generator.generate(f"Extract the person from: {text}", schema=Person, temperature=0, max_tokens=60)
-        person = result.value  # a validated Person (None only if max_tokens cut it short)
-        print(repr(person), f"(mean accepted length {result.stats['mean_accepted_length']:.2f})")
-        people.append(person)
-    return people
+    prompts = [f"Extract the person from: {text}" for text in TEXTS]
+    # One batched call; each result's .value is a validated Person (None only if cut by max_tokens).
+    results = generator.generate_batch(prompts, schema=Person, temperature=0, max_tokens=60)
+    for result in results:
+        print(repr(result.value), f"(mean accepted length {result.stats['mean_accepted_length']:.2f})")
+    return [r.value for r in results]
 
 
 if __name__ == "__main__":

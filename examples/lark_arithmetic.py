@@ -3,7 +3,6 @@
     python examples/lark_arithmetic.py
 """
 
-from __future__ import annotations
 
 from constrained_spec import Generator
 

@@ -3,8 +3,6 @@
     python examples/regex_dates_phones.py
 """
 
-from __future__ import annotations
-
 import re
 
 from constrained_spec import Generator

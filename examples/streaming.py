@@ -3,8 +3,6 @@
     python examples/streaming.py
 """
 
-from __future__ import annotations
-
 import sys
 from typing import Annotated
 

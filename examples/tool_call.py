@@ -4,7 +4,6 @@ schema (a union of the tools) guarantees a well-formed call.
     python examples/tool_call.py
 """
 
-from __future__ import annotations
 
 from typing import Literal, Union
 
@@ -34,15 +33,15 @@ class Call(BaseModel):
 
 
 SYSTEM = (
-    "You call tools. Tools: get_weather(city), search_web(query), send_email(to, subject). "
-    "Answer with the one tool call that serves the request."
+    "You call tools. get_weather(city) gives the weather in a city. search_web(query) searches "
+    "the web. send_email(to, subject) sends an email. Answer with the one tool call that serves the request."
 )
 
 
 def main(generator: Generator | None = None) -> list[BaseModel]:
     generator = generator or Generator()
     calls = []
-    for request in ["What's the weather like in Paris?", "Email bob@example.com that the meeting moved."]:
+    for request in ["What's the weather like in Paris?", "Send an email to bob@example.com with the subject 'Meeting moved'."]:
         result = generator.generate(request, schema=Call, system_prompt=SYSTEM, temperature=0, max_tokens=60)
         print(f"{request!r} -> {result.value!r}")
         calls.append(result.value)

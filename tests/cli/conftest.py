@@ -4,9 +4,9 @@ import pytest
 @pytest.fixture(scope="session")
 def shared_generator():
     """One Generator on the default model, handed to the CLI in-process instead of reloading."""
-    from constrained_spec.api import Generator
+    from constrained_spec.api import default_generator
 
-    return Generator(verbose=False)
+    return default_generator()  # one per process, shared by every test directory
 
 
 @pytest.fixture

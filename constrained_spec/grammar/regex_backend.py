@@ -61,25 +61,47 @@ def _outlines_vocabulary(vocab: Vocabulary):  # -> outlines_core.Vocabulary
     return outlines_core.Vocabulary(vocab.eos_token_id, by_bytes)
 
 
-def _live_transitions(raw: dict[int, dict[int, int]], sentinel: int, eos: int) -> tuple[dict[int, dict[int, int]], frozenset[int]]:
-    """Drop the sentinel/EOS edges and every edge into a state that can no longer reach a match
-    of P (e.g. inside a half-written sentinel). Returns (transitions, accepting states)."""
-    accepting = {s for s, edges in raw.items() if sentinel in edges}
-    reverse: dict[int, list[int]] = {}
+def _pack(tokens: np.ndarray, vocab_size: int) -> np.ndarray:
+    """Token ids -> packed little-endian bit row, uint8 `[4 * ceil(V/32)]` (the bitmask.py layout
+    once viewed as int32: bit i of word j is token 32j+i)."""
+    allowed = np.zeros(bitmask_width(vocab_size) * 32, dtype=bool)
+    allowed[tokens] = True
+    return np.packbits(allowed, bitorder="little")
+
+
+def _state_tables(raw: dict[int, dict[int, int]], sentinel: int, eos: int, vocab_size: int) -> tuple[dict[int, np.ndarray], frozenset[int]]:
+    """Per live state, its packed allowed-token row (EOS not included); and the accepting states.
+
+    Liveness needs only the state graph (state -> distinct next states), never per-token entries:
+    a state is live when it can still reach a state where the sentinel (a complete match of P)
+    is allowed. Edges into dead states (e.g. inside a half-written sentinel) are masked out."""
+    accepting = frozenset(s for s, edges in raw.items() if sentinel in edges)
+    successors: dict[int, set[int]] = {}
     for s, edges in raw.items():
-        for t, d in edges.items():
-            if t != sentinel and t != eos:
-                reverse.setdefault(d, []).append(s)
+        if sentinel in edges or eos in edges:  # few states: filter the special edges by hand
+            successors[s] = {d for t, d in edges.items() if t != sentinel and t != eos}
+        else:
+            successors[s] = set(edges.values())
+    reverse: dict[int, list[int]] = {}
+    for s, nexts in successors.items():
+        for d in nexts:
+            reverse.setdefault(d, []).append(s)
     live, todo = set(accepting), list(accepting)
     while todo:
         for s in reverse.get(todo.pop(), ()):
             if s not in live:
                 live.add(s)
                 todo.append(s)
-    transitions = {
-        s: {t: d for t, d in raw[s].items() if d in live and t != sentinel and t != eos} for s in live
-    }
-    return transitions, frozenset(accepting)
+    rows: dict[int, np.ndarray] = {}
+    for s in live:
+        edges = raw[s]
+        tokens = np.fromiter(edges.keys(), dtype=np.int64, count=len(edges))
+        if not successors[s] <= live or sentinel in edges or eos in edges:
+            nexts = np.fromiter(edges.values(), dtype=np.int64, count=len(edges))
+            keep = np.isin(nexts, np.fromiter(live, dtype=np.int64)) & (tokens != sentinel) & (tokens != eos)
+            tokens = tokens[keep]
+        rows[s] = _pack(tokens, vocab_size)
+    return rows, accepting
 
 
 @lru_cache(maxsize=8)
@@ -110,7 +132,11 @@ def _trim_partial_utf8(data: bytes) -> bytes:
 
 
 class CompiledRegex:
-    """An immutable compiled regex for one vocabulary. Thread-safe: caches only grow."""
+    """An immutable compiled regex for one vocabulary. Thread-safe: caches only grow.
+
+    Every live state's packed mask row is built at compile (one numpy pass per state), so filling
+    a mask is a copy; advancing asks the outlines-core Index (Rust) for the next state once the
+    mask bit says the token is allowed."""
 
     def __init__(self, pattern: str, vocab: Vocabulary) -> None:
         import outlines_core
@@ -118,13 +144,14 @@ class CompiledRegex:
         self.pattern = pattern
         self.vocab = vocab
         try:
-            index = outlines_core.Index(f"(?:{pattern}){_SENTINEL}", _outlines_vocabulary(vocab))
+            self._index = outlines_core.Index(f"(?:{pattern}){_SENTINEL}", _outlines_vocabulary(vocab))
         except Exception as exc:  # outlines-core raises ValueError/BaseException subclasses
             raise GrammarError(f"cannot compile regex {pattern[:200]!r}: {exc}") from exc
-        self.initial_state: int = index.get_initial_state()
-        # state -> {token: next state}, only into states that can still reach a match.
-        self._transitions, self._final = _live_transitions(index.get_transitions(), _sentinel_id(vocab), vocab.eos_token_id)
-        if self.initial_state not in self._transitions:
+        self.initial_state: int = self._index.get_initial_state()
+        raw = self._index.get_transitions()  # state -> {token: next}; dropped after this pass
+        self._rows, self._final = _state_tables(raw, _sentinel_id(vocab), vocab.eos_token_id, vocab.size)
+        del raw
+        if self.initial_state not in self._rows:
             raise GrammarError(f"regex {pattern[:200]!r} matches no string this vocabulary can write")
         self._masks: dict[int, torch.Tensor] = {}
         self._forced: dict[int, tuple[int, int | None] | None] = {}
@@ -136,25 +163,29 @@ class CompiledRegex:
 
     @property
     def num_states(self) -> int:
-        return len(self._transitions)
+        return len(self._rows)
 
     def matcher(self) -> "RegexMatcher":
         return RegexMatcher(self)
 
-    # ---- per-state queries (cached) ----
+    # ---- per-state queries ----
     def next_state(self, state: int, token_id: int) -> int | None:
         if state == _TERMINATED:
             return None
         if token_id == self.vocab.eos_token_id:
             return _TERMINATED if state in self._final else None
-        return self._transitions.get(state, {}).get(token_id)
+        row = self._rows.get(state)
+        if row is None or not 0 <= token_id < self.vocab.size or not (row[token_id >> 3] >> (token_id & 7)) & 1:
+            return None  # the row already excludes tokens into dead states
+        return self._index.get_next_state(state, token_id)
 
     def is_final(self, state: int) -> bool:
         return state in self._final
 
     def allowed_tokens(self, state: int) -> list[int]:
         """Token ids allowed in `state`, EOS included where the state accepts."""
-        tokens = [t for t in self._transitions.get(state, {}) if t != self.vocab.eos_token_id]
+        row = self._rows.get(state)
+        tokens = [] if row is None else np.flatnonzero(np.unpackbits(row, bitorder="little")).tolist()
         if state in self._final:
             tokens.append(self.vocab.eos_token_id)
         return tokens
@@ -163,16 +194,14 @@ class CompiledRegex:
         """Packed int32 row `[ceil(V/32)]` for `state` (shared: never modify it)."""
         row = self._masks.get(state)
         if row is None:
-            width = bitmask_width(self.vocab.size)
-            allowed = np.zeros(width * 32, dtype=bool)
-            if state != _TERMINATED:
-                allowed[np.asarray(self.allowed_tokens(state), dtype=np.int64)] = True
-            # little bit order: bit i of byte j is token 8j+i, so little-endian int32 word j
-            # holds tokens 32j..32j+31 with bit i = token 32j+i (the bitmask.py layout).
-            packed = np.packbits(allowed, bitorder="little").view("<i4")
-            row = torch.from_numpy(packed.copy())
+            packed = self._rows.get(state)
+            packed = np.zeros(bitmask_width(self.vocab.size) * 4, dtype=np.uint8) if packed is None else packed.copy()
+            if state in self._final:
+                eos = self.vocab.eos_token_id
+                packed[eos >> 3] |= 1 << (eos & 7)
+            row = torch.from_numpy(packed.view("<i4"))
             with self._lock:
-                self._masks.setdefault(state, row)
+                row = self._masks.setdefault(state, row)
         return row
 
     def forced_step(self, state: int) -> tuple[int, int | None] | None:
@@ -181,14 +210,14 @@ class CompiledRegex:
         if state in self._forced:
             return self._forced[state]
         result: tuple[int, int | None] | None = None
-        if state != _TERMINATED and state not in self._final:
-            tokens = np.fromiter(self._transitions.get(state, {}).keys(), dtype=np.int64)
+        if state != _TERMINATED and state not in self._final and state in self._rows:
+            tokens = np.flatnonzero(np.unpackbits(self._rows[state], bitorder="little"))
             tokens = tokens[tokens < len(self.vocab.token_bytes)]
             firsts = np.unique(_first_bytes(self.vocab)[tokens]) if len(tokens) else np.empty(0)
             if len(firsts) == 1 and firsts[0] >= 0:
                 byte = int(firsts[0])
                 single = _single_byte_tokens(self.vocab).get(byte)
-                after = self._transitions[state].get(single) if single is not None else None
+                after = self.next_state(state, single) if single is not None else None
                 result = (byte, after)
         self._forced[state] = result
         return result

@@ -8,6 +8,8 @@ http://127.0.0.1:8000/v1 with any api_key. Tool calls always carry arguments tha
 against the tool's schema, and `response_format` outputs always parse.
 """
 
+from __future__ import annotations
+
 import argparse
 import json
 

@@ -110,15 +110,17 @@ class _HFState:
 class HFRunner:
     """A Hugging Face causal LM with one KV cache per request.
 
-    Each request runs its own forward (batch 1). Batching requests of different lengths would need
-    their caches merged into one left-padded cache (with attention mask and position ids) every
-    step; that is not done yet, so a batch of B requests costs B forwards. Rollback crops the
-    cache (`DynamicCache.crop(-n)` in transformers 5.x: a negative count removes that many).
+    By default each request runs its own forward (batch 1). `batched=True` runs one forward for
+    the whole batch: caches of different lengths are left-padded into one cache (attention mask +
+    explicit position ids) and cut back out afterwards. Logits then differ from batch-1 logits by
+    float rounding only. Rollback crops the cache (`DynamicCache.crop(-n)` in transformers 5.x: a
+    negative count removes that many).
     Only the logits of the new positions are computed (`logits_to_keep`).
     """
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, batched: bool = False) -> None:
         self.model = model
+        self.batched = batched
         self.device = next(model.parameters()).device
         self._vocab_size = int(model.get_output_embeddings().weight.shape[0])
         self._states: dict[str, _HFState] = {}
@@ -146,10 +148,52 @@ class HFRunner:
         return out.logits[0, -len(new_ids) :].float()  # [len(new), V]
 
     def score(self, batch: Sequence[tuple[str, Sequence[int]]]) -> list[torch.Tensor]:
-        results = []
         for request_id, new_ids in batch:
             _check_new(request_id, new_ids)
-            results.append(self._forward(self._states[request_id], new_ids))
+        if self.batched and len(batch) > 1:
+            return self._forward_batch([(self._states[rid], new) for rid, new in batch])
+        return [self._forward(self._states[rid], new) for rid, new in batch]
+
+    def _forward_batch(self, items: list[tuple[_HFState, Sequence[int]]]) -> list[torch.Tensor]:
+        """One forward for requests of different lengths: cached keys/values left-padded to the
+        longest cache, new tokens right-padded, an attention mask over both, explicit positions.
+        Afterwards each request's cache is cut back out of the batch."""
+        from transformers import DynamicCache
+
+        feeds = [state.pending + [int(t) for t in new] for state, new in items]
+        past = max(state.length for state, _ in items)
+        width = max(len(f) for f in feeds)
+        batch = len(items)
+        ids = torch.zeros(batch, width, dtype=torch.long)  # [B, T]
+        mask = torch.zeros(batch, past + width, dtype=torch.long)  # [B, P + T]
+        positions = torch.zeros(batch, width, dtype=torch.long)  # [B, T]
+        for b, ((state, _), feed) in enumerate(zip(items, feeds)):
+            ids[b, : len(feed)] = torch.tensor(feed)
+            mask[b, past - state.length : past + len(feed)] = 1
+            positions[b] = state.length + torch.arange(width)
+        layers = []
+        if past > 0:
+            num_layers = max(len(state.cache.layers) for state, _ in items if state.cache is not None)
+            for layer in range(num_layers):
+                keys, values = [], []
+                for state, _ in items:
+                    k, v = _layer_kv(state, layer, self.model)  # [1, H, L, D]
+                    pad = past - k.shape[2]
+                    keys.append(torch.nn.functional.pad(k, (0, 0, pad, 0)))
+                    values.append(torch.nn.functional.pad(v, (0, 0, pad, 0)))
+                layers.append((torch.cat(keys), torch.cat(values)))  # [B, H, P, D]
+        cache = DynamicCache(ddp_cache_data=layers) if layers else DynamicCache()
+        dev = self.device
+        with torch.no_grad():
+            out = self.model(input_ids=ids.to(dev), attention_mask=mask.to(dev), position_ids=positions.to(dev), cache=cache, use_cache=True)
+        results = []
+        for b, ((state, new), feed) in enumerate(zip(items, feeds)):
+            start = past - state.length
+            kept = [(k[b : b + 1, :, start : past + len(feed)], v[b : b + 1, :, start : past + len(feed)]) for k, v, *_ in cache]
+            state.cache = DynamicCache(ddp_cache_data=kept)
+            state.length += len(feed)
+            state.pending = []
+            results.append(out.logits[b, len(feed) - len(new) : len(feed)].float())  # [len(new), V]
         return results
 
     def rollback(self, request_id: str, num_tokens: int) -> None:
@@ -165,3 +209,15 @@ class HFRunner:
 
     def cached_length(self, request_id: str) -> int:
         return self._states[request_id].length
+
+
+def _layer_kv(state: _HFState, layer: int, model: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """A request's cached keys/values of one layer `[1, H, L, D]` (empty when nothing is cached)."""
+    if state.cache is not None and state.length > 0:
+        cached = state.cache.layers[layer]
+        return cached.keys, cached.values
+    config = model.config
+    heads = getattr(config, "num_key_value_heads", config.num_attention_heads)
+    dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    empty = torch.zeros(1, heads, 0, dim, dtype=model.dtype, device=next(model.parameters()).device)
+    return empty, empty

@@ -68,3 +68,28 @@ def test_greedy_speculative_equals_plain_on_default_model(loaded):
     value = json.loads(tok.decode(spec.token_ids))
     assert set(value) >= {"name", "age"} and isinstance(value["age"], int)
     assert spec.stats.accepted > 0 and spec.stats.steps < plain.stats.steps
+
+
+def test_batched_hf_runner_matches_batch_one(loaded):
+    """One padded forward for ragged requests (one fresh, two with caches of different lengths)
+    gives the batch-1 logits up to float rounding, and rollback keeps working afterwards."""
+    from constrained_spec.runners import HFRunner
+
+    tok = loaded.tokenizer
+    prompts = [tok.encode("The capital of France is"), tok.encode("1, 2, 3, 4, 5, 6, 7, 8,"), tok.encode("Hi")]
+    drafts = [[100, 200], [17, 18, 19, 20], [5]]
+    single, batched = HFRunner(loaded.model), HFRunner(loaded.model, batched=True)
+    for runner in (single, batched):
+        for i, p in enumerate(prompts[:2]):
+            runner.start(str(i), p[:-1])
+            runner.score([(str(i), [p[-1]])])
+        runner.start("2", prompts[2][:-1])
+    batch = [("0", drafts[0]), ("1", drafts[1]), ("2", [prompts[2][-1], *drafts[2]])]
+    for a, b in zip(single.score(batch), batched.score(batch)):
+        torch.testing.assert_close(b, a, atol=2e-4, rtol=1e-4)
+    for runner in (single, batched):
+        runner.rollback("1", 3)
+    again = [("0", [7]), ("1", [9])]
+    for a, b in zip(single.score(again), batched.score(again)):
+        torch.testing.assert_close(b, a, atol=2e-4, rtol=1e-4)
+    assert batched.cached_length("1") == single.cached_length("1") == len(prompts[1]) + 2

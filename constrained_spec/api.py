@@ -273,7 +273,8 @@ class Generator:
 
 class Stream:
     """Iterator of text deltas for one request; `.result` is set once it is exhausted. Deltas
-    are held back while they could be the start of a stop string or an unfinished UTF-8 char."""
+    are held back while they could be the start of a stop string or an unfinished UTF-8 char.
+    Stopping early: `close()` (or `with generator.stream(...) as s:`) aborts the request."""
 
     def __init__(self, owner: Generator, prompt_ids: list[int], params: SamplingParams, constraint: _Constraint, speculative: bool) -> None:
         self._owner, self._params, self._constraint = owner, params, constraint
@@ -286,6 +287,16 @@ class Stream:
 
     def __next__(self) -> str:
         return next(self._iter)
+
+    def close(self) -> None:
+        """Abort the request if it is still running (no `.result` then)."""
+        self._iter.close()
+
+    def __enter__(self) -> "Stream":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _run(self) -> Iterator[str]:
         owner, params = self._owner, self._params
@@ -313,10 +324,10 @@ class Stream:
                             yield text[sent:ready]
                             sent = ready
             finally:
-                if final is None:  # the caller stopped iterating early
+                if final is None:  # the caller stopped early: abort, step until the abort lands
                     engine.abort(rid)
-                    while engine.has_unfinished():
-                        engine.step()
+                    while engine.has_unfinished() and not any(o.request_id == rid and o.finished for o in engine.step()):
+                        pass
         self.result = owner._finish(final, params, self._constraint)
         if len(self.result.text) > sent:
             yield self.result.text[sent:]

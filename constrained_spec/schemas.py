@@ -136,6 +136,7 @@ def import_object(spec: str) -> Any:
                 raise ValueError(f"python file not found: {module_name}")
             loader_spec = importlib.util.spec_from_file_location(file.stem, file)
             module = importlib.util.module_from_spec(loader_spec)
+            sys.modules[loader_spec.name] = module  # pydantic resolves forward references through it
             loader_spec.loader.exec_module(module)
         else:
             if "" not in sys.path and "." not in sys.path:

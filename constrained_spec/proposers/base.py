@@ -34,6 +34,9 @@ class ProposalContext:
     params: SamplingParams
     matcher: GrammarMatcher | None
     generator: torch.Generator | None = None  # for proposers that sample (draft models)
+    # Trailing tokens of output_ids that are this step's draft, not yet verified (set by chains);
+    # a proposer that learns from the output must learn only from the tokens before them.
+    num_drafted: int = 0
 
 
 @dataclass

@@ -35,7 +35,7 @@ class ChainProposer:
         num_forced = 0
         matcher = context.matcher.fork() if context.matcher is not None else None
         while len(tokens) < max_tokens and not (matcher is not None and matcher.is_terminated()):
-            sub_context = replace(context, output_ids=[*context.output_ids, *tokens], matcher=matcher)
+            sub_context = replace(context, output_ids=[*context.output_ids, *tokens], matcher=matcher, num_drafted=context.num_drafted + len(tokens))
             for proposer in self.proposers:
                 draft = proposer.propose(sub_context, max_tokens - len(tokens))
                 if len(draft):

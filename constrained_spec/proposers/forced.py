@@ -5,13 +5,14 @@ The draft is one-hot and a deterministic function of the grammar state, so the e
 rule verifies it like any other draft: at T = 0 it is accepted wherever the model would emit the
 same tokens, at T > 0 with probability p(x). It costs no model call to produce.
 
-Token boundaries: the model may merge the end of the forced text with what follows (`":` + `"`
--> `":"`), which would make the last proposed token wrong. Measured on SmolLM2-135M with JSON
-prompts (greedy, xgrammar mask, 36 forced strings): the full canonical tokenization was emitted 32
-times, and in none of the 4 misses was only the last token wrong, so `tail="keep"` (propose it)
-is the default; `tail="drop"` holds the last token back. When the prompt does not ask for JSON,
-the model spells forced keys in odd pieces (`"`, `n`, `am`, `e`) and acceptance falls to ~30%:
-the suffix proposer, which learns the model's own spelling from earlier outputs, covers that.
+Token boundaries: the model does not always spell forced text canonically. Measured on
+SmolLM2-135M with compact JSON (greedy): the canonical `":"` is one token, but the model writes
+`":` then `"`; it often opens with `{` and `"` apart. So, with `token_bytes` given, the proposer
+learns the model's own spelling: it remembers where it proposed a forced text and, once the
+committed output covers that spot, records the tokens the model actually used for it (only up to
+the last token boundary inside it, so a tail the model merges onward is held back). Later
+proposals of the same text use the learned spelling. This depends only on committed output, so
+drafts stay deterministic functions of the history. `tail="drop"` always holds the last token back.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from .base import Draft, ProposalContext
 __all__ = ["ForcedProposer", "as_encode"]
 
 Encode = Callable[[str], Sequence[int]]
+_MISMATCH = ()  # the output did not spell the forced text where it was proposed
 
 
 def as_encode(tokenizer_or_encode: Any) -> Encode:
@@ -76,6 +78,8 @@ class ForcedProposer:
         self.max_bytes = max_bytes
         self._cache: OrderedDict[str, list[int]] = OrderedDict()  # forced text -> ids, LRU
         self._cache_size = cache_size
+        self._learned: OrderedDict[str, list[int]] = OrderedDict()  # forced text -> the model's spelling, LRU
+        self._pending: OrderedDict[str, list[tuple[int, bytes]]] = OrderedDict()  # request -> (position, forced bytes)
 
     def _tokenize(self, text: str) -> list[int]:
         ids = self._cache.get(text)
@@ -100,14 +104,66 @@ class ForcedProposer:
             pos += len(piece)
         return ids
 
+    def _spelling(self, output: Sequence[int], pos: int, data: bytes) -> list[int] | None | tuple[()]:
+        """The tokens the output used for `data` starting at token `pos`, up to the last token
+        boundary inside it (possibly none); `_MISMATCH` when the output does not spell `data`
+        there; None while the output is too short to tell."""
+        assert self._token_bytes is not None
+        used, tokens = 0, []
+        for token in output[pos:]:
+            piece = self._token_bytes[token] if 0 <= token < len(self._token_bytes) else None
+            if not piece:
+                return _MISMATCH
+            if used + len(piece) > len(data):  # merged onward: keep what lies inside `data`
+                return tokens if piece.startswith(data[used:]) else _MISMATCH
+            if data[used : used + len(piece)] != piece:
+                return _MISMATCH
+            tokens.append(token)
+            used += len(piece)
+            if used == len(data):
+                return tokens
+        return None
+
+    def _learn(self, context: ProposalContext) -> None:
+        """Resolve this request's earlier proposals against its committed output."""
+        pending = self._pending.get(context.request_id)
+        if not pending:
+            return
+        committed = list(context.output_ids[: len(context.output_ids) - context.num_drafted])
+        still = []
+        for pos, data in pending:
+            spelled = self._spelling(committed, pos, data)
+            if spelled is None:
+                still.append((pos, data))
+            elif spelled is not _MISMATCH:
+                self._learned[data.decode("utf-8")] = spelled
+                self._learned.move_to_end(data.decode("utf-8"))
+                if len(self._learned) > self._cache_size:
+                    self._learned.popitem(last=False)
+        self._pending[context.request_id] = still[-8:]
+
+    def _remember(self, context: ProposalContext, text: str) -> None:
+        records = self._pending.setdefault(context.request_id, [])
+        self._pending.move_to_end(context.request_id)
+        record = (len(context.output_ids), text.encode("utf-8"))
+        if record not in records:
+            records.append(record)
+        while len(self._pending) > 64:  # finished requests age out
+            self._pending.popitem(last=False)
+
     def propose(self, context: ProposalContext, max_tokens: int) -> Draft:
         matcher = context.matcher
         if matcher is None or max_tokens <= 0 or matcher.is_terminated():
             return Draft(source=self.name)
+        if self._token_bytes is not None:
+            self._learn(context)
         text = _valid_utf8_prefix(matcher.forced_bytes(self.max_bytes))
         if not text:
             return Draft(source=self.name)
-        ids = self._tokenize(text)
+        if self._token_bytes is not None:
+            self._remember(context, text)
+        learned = self._learned.get(text)
+        ids = learned if learned is not None else self._tokenize(text)
         if self.tail == "drop":
             ids = ids[:-1]
         ids = ids[:max_tokens]

@@ -92,3 +92,44 @@ def test_bad_arguments_raise_clear_errors():
         ForcedProposer(encode, tail="maybe")
     with pytest.raises(TypeError, match="expected a tokenizer"):
         ForcedProposer(42)
+
+
+def spelled(*pieces: bytes) -> list[int]:
+    return [TOKEN_ID[p] for p in pieces]
+
+
+def test_learns_the_models_own_spelling_from_committed_output():
+    proposer = ForcedProposer(encode, token_bytes=TOKENS)
+    m, out = SetMatcher(PEOPLE), []
+    out = advance(m, "{")
+    assert proposer.propose(context(m, out), 8).token_ids == encode('"name":"')  # canonical: `":"` merged
+    # The model wrote the key as `"` `name` `":` `"` and went on; the proposer sees that next time.
+    model_tokens = spelled(b'"', b"name", b'":', b'"', b"Bob")
+    for t in model_tokens:
+        m.accept_token(t)
+    proposer.propose(context(m, out + model_tokens), 8)
+    fresh = SetMatcher(PEOPLE)
+    first = advance(fresh, "{")
+    draft = proposer.propose(ProposalContext("other", [1], first, SamplingParams(), fresh), 8)
+    assert draft.token_ids == spelled(b'"', b"name", b'":', b'"')
+    assert fresh.validate_tokens(draft.token_ids) == len(draft)
+
+
+def test_unverified_drafts_are_not_learned_and_a_merged_tail_is_held_back():
+    lang = [b'{"a":"x"}', b'{"a":1}']
+    proposer = ForcedProposer(encode, token_bytes=TOKENS)
+    m = SetMatcher(lang)
+    out = advance(m, '{"a')
+    assert proposer.propose(context(m, out), 8).token_ids == spelled(b'":')
+    # The model writes `":"` as one token, running past the forced `":`. As an unverified draft
+    # (num_drafted) this teaches nothing...
+    tokens = spelled(b'":"', b"x")
+    for t in tokens:
+        m.accept_token(t)
+    proposer.propose(ProposalContext("r", [1], out + tokens, SamplingParams(), m, num_drafted=2), 8)
+    fresh = SetMatcher(lang)
+    assert proposer.propose(ProposalContext("s", [1], advance(fresh, '{"a'), SamplingParams(), fresh), 8).token_ids == spelled(b'":')
+    # ...once committed, the proposer learns that no token ends inside `":` and proposes nothing.
+    proposer.propose(ProposalContext("r", [1], out + tokens, SamplingParams(), m), 8)
+    fresh = SetMatcher(lang)
+    assert len(proposer.propose(ProposalContext("t", [1], advance(fresh, '{"a'), SamplingParams(), fresh), 8)) == 0

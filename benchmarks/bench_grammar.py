@@ -55,11 +55,19 @@ def xgrammar_peer(schema: dict, tokenizer, path: list[int]) -> tuple[float, list
 
     info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=len(tokenizer))
     start = time.perf_counter()
-    compiled = xgr.GrammarCompiler(info, cache_enabled=False).compile_json_schema(json.dumps(schema), any_whitespace=False)
+    compiled = xgr.GrammarCompiler(info, cache_enabled=False).compile_json_schema(json.dumps(schema), any_whitespace=False, separators=(",", ":"))  # our compact form
     compile_s = time.perf_counter() - start
     matcher = xgr.GrammarMatcher(compiled)
     bm = xgr.allocate_token_bitmask(1, info.vocab_size)
-    return compile_s, _times(lambda: matcher.fill_next_token_bitmask(bm), matcher.accept_token, path)
+
+    def advance(token: int) -> None:  # xgrammar reports a rejected token by returning False
+        if not matcher.accept_token(token):
+            raise RuntimeError(f"xgrammar rejected token {token} on the valid path")
+
+    times = _times(lambda: matcher.fill_next_token_bitmask(bm), advance, path)
+    if not matcher.is_terminated():
+        raise RuntimeError("xgrammar did not terminate after EOS at the end of the path")
+    return compile_s, times
 
 
 def outlines_peer(schema: dict, vocab, path: list[int]) -> tuple[float, list[float]]:
@@ -73,7 +81,7 @@ def outlines_peer(schema: dict, vocab, path: list[int]) -> tuple[float, list[flo
     compile_s = time.perf_counter() - start
     mask = torch.zeros((vocab.size + 31) // 32, dtype=torch.int32)
     fill = lambda: guide.write_mask_into(mask.data_ptr(), mask.numel(), mask.element_size())  # noqa: E731
-    return compile_s, _times(fill, guide.advance, path)
+    return compile_s, _times(fill, lambda t: guide.advance(t), path)
 
 
 def _row(name: str, compile_s: float, times: list[float]) -> dict:

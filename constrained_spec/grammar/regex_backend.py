@@ -40,7 +40,7 @@ def regex_escape(text: str) -> str:
 # outlines-core 0.2.14's Index drops every transition from an accepting DFA state into a
 # non-accepting one (`[0-9]+(\.[0-9]+)?` could never write "."). We index `(?:P)<SENTINEL>`
 # instead, so the only accepting state is after the sentinel, and read "P accepts here" as "the
-# sentinel token is allowed here". The sentinel is a noncharacter models never write, carried by
+# sentinel token leads to a final state". The sentinel is a noncharacter models never write, carried by
 # a fake token id just past the mask width.
 _SENTINEL = "\U0010FFFF"
 
@@ -69,13 +69,17 @@ def _pack(tokens: np.ndarray, vocab_size: int) -> np.ndarray:
     return np.packbits(allowed, bitorder="little")
 
 
-def _state_tables(raw: dict[int, dict[int, int]], sentinel: int, eos: int, vocab_size: int) -> tuple[dict[int, np.ndarray], frozenset[int]]:
+def _state_tables(
+    raw: dict[int, dict[int, int]], finals: set[int], sentinel: int, eos: int, vocab_size: int
+) -> tuple[dict[int, np.ndarray], frozenset[int]]:
     """Per live state, its packed allowed-token row (EOS not included); and the accepting states.
 
-    Liveness needs only the state graph (state -> distinct next states), never per-token entries:
-    a state is live when it can still reach a state where the sentinel (a complete match of P)
-    is allowed. Edges into dead states (e.g. inside a half-written sentinel) are masked out."""
-    accepting = frozenset(s for s, edges in raw.items() if sentinel in edges)
+    A state accepts P iff the sentinel leads from it to a final state of `(?:P)<SENTINEL>`: merely
+    allowing the sentinel is not enough, since P itself may read U+10FFFF as an ordinary character
+    (inside any `[^"]` string class). Liveness needs only the state graph (state -> distinct next
+    states), never per-token entries: a state is live when it can still reach an accepting state.
+    Edges into dead states (e.g. inside a half-written sentinel) are masked out."""
+    accepting = frozenset(s for s, edges in raw.items() if edges.get(sentinel) in finals)
     successors: dict[int, set[int]] = {}
     for s, edges in raw.items():
         if sentinel in edges or eos in edges:  # few states: filter the special edges by hand
@@ -149,7 +153,8 @@ class CompiledRegex:
             raise GrammarError(f"cannot compile regex {pattern[:200]!r}: {exc}") from exc
         self.initial_state: int = self._index.get_initial_state()
         raw = self._index.get_transitions()  # state -> {token: next}; dropped after this pass
-        self._rows, self._final = _state_tables(raw, _sentinel_id(vocab), vocab.eos_token_id, vocab.size)
+        finals = set(self._index.get_final_states())
+        self._rows, self._final = _state_tables(raw, finals, _sentinel_id(vocab), vocab.eos_token_id, vocab.size)
         del raw
         if self.initial_state not in self._rows:
             raise GrammarError(f"regex {pattern[:200]!r} matches no string this vocabulary can write")

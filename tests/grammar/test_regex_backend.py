@@ -147,3 +147,15 @@ def test_accepting_state_keeps_its_continuations():
     m.accept_token(1)
     assert m.is_accepting() and allowed(m) == {0, 1, 2, 3, 4}
     assert m.validate_tokens([2, 3, 0]) == 3
+
+
+def test_open_string_class_is_not_accepting():
+    # the sentinel (U+10FFFF) is itself a member of [^"]: inside the string it is allowed as a
+    # character, which must not be read as "the regex accepts here" (EOS mid-string)
+    vocab = Vocabulary.from_tokens(["<eos>", '"', "a"], 0)
+    m = compile_regex('"[^"]*"', vocab).matcher()
+    m.accept_token(1)
+    m.accept_token(2)
+    assert not m.is_accepting() and allowed(m) == {1, 2}
+    m.accept_token(1)
+    assert m.is_accepting() and allowed(m) == {0}

@@ -78,7 +78,13 @@ def test_batched_hf_runner_matches_batch_one(loaded):
     tok = loaded.tokenizer
     prompts = [tok.encode("The capital of France is"), tok.encode("1, 2, 3, 4, 5, 6, 7, 8,"), tok.encode("Hi")]
     drafts = [[100, 200], [17, 18, 19, 20], [5]]
-    single, batched = HFRunner(loaded.model), HFRunner(loaded.model, batched=True)
+    single, batched = HFRunner(loaded.model, batched=False), HFRunner(loaded.model, batched=True)
+    fresh = [("f0", prompts[0]), ("f1", prompts[1])]  # nothing cached yet: a batched prefill
+    for runner in (single, batched):
+        for rid, p in fresh:
+            runner.start(rid, [])
+    for a, b in zip(single.score(fresh), batched.score(fresh)):
+        torch.testing.assert_close(b, a, atol=2e-4, rtol=1e-4)
     for runner in (single, batched):
         for i, p in enumerate(prompts[:2]):
             runner.start(str(i), p[:-1])

@@ -232,7 +232,7 @@ class Engine:
         k = min(r.policy.choose() if self.adaptive else self.max_draft_tokens, budget)
         draft = Draft()
         if self.proposer is not None and k > 0:
-            context = ProposalContext(r.request_id, r.prompt_ids, r.output_ids, r.params, r.matcher, r.draft_gen)
+            context = ProposalContext(request_id=r.request_id, prompt_ids=r.prompt_ids, output_ids=r.output_ids, params=r.params, matcher=r.matcher, generator=r.draft_gen)
             draft = self.proposer.propose(context, k)
         tokens = [int(t) for t in draft.token_ids[:k]]
         vocab = self.runner.vocab_size

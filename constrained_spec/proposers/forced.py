@@ -11,7 +11,9 @@ SmolLM2-135M with compact JSON (greedy): the canonical `":"` is one token, but t
 learns the model's own spelling: it remembers where it proposed a forced text and, once the
 committed output covers that spot, records the tokens the model actually used for it (only up to
 the last token boundary inside it, so a tail the model merges onward is held back). Later
-proposals of the same text use the learned spelling. This depends only on committed output, so
+proposals of the same text use the learned spelling; other texts get the canonical encoding with
+the learned rewrites of its pieces (aligning the two spellings on their common byte boundaries
+gives rewrites such as `":"` -> `":` `"`, which then apply after every key). This depends only on committed output, so
 drafts stay deterministic functions of the history. `tail="drop"` always holds the last token back.
 """
 
@@ -80,6 +82,7 @@ class ForcedProposer:
         self._cache_size = cache_size
         self._learned: OrderedDict[str, list[int]] = OrderedDict()  # forced text -> the model's spelling, LRU
         self._pending: OrderedDict[str, list[tuple[int, bytes]]] = OrderedDict()  # request -> (position, forced bytes)
+        self._rewrites: dict[tuple[int, ...], list[int]] = {}  # canonical piece -> the model's spelling
 
     def _tokenize(self, text: str) -> list[int]:
         ids = self._cache.get(text)
@@ -136,11 +139,56 @@ class ForcedProposer:
             if spelled is None:
                 still.append((pos, data))
             elif spelled is not _MISMATCH:
-                self._learned[data.decode("utf-8")] = spelled
-                self._learned.move_to_end(data.decode("utf-8"))
+                text = data.decode("utf-8")
+                self._learned[text] = spelled
+                self._learned.move_to_end(text)
+                self._learn_rewrites(self._tokenize(text), spelled)
                 if len(self._learned) > self._cache_size:
                     self._learned.popitem(last=False)
         self._pending[context.request_id] = still[-8:]
+
+    def _learn_rewrites(self, canonical: list[int], model: list[int]) -> None:
+        """Align two spellings of the same bytes on their common token boundaries; every piece
+        the model spelled differently becomes a rewrite (one it spelled canonically drops one)."""
+        assert self._token_bytes is not None
+        i = j = c_end = m_end = 0
+        piece_c: list[int] = []
+        piece_m: list[int] = []
+        while True:
+            if c_end <= m_end and i < len(canonical):
+                piece_c.append(canonical[i])
+                c_end += len(self._token_bytes[canonical[i]] or b"")
+                i += 1
+            elif j < len(model):
+                piece_m.append(model[j])
+                m_end += len(self._token_bytes[model[j]] or b"")
+                j += 1
+            else:
+                return  # a trailing piece the model did not finish inside the text: no rewrite
+            if c_end == m_end and piece_c and piece_m:
+                key = tuple(piece_c)
+                if piece_c != piece_m and len(key) <= 3:
+                    self._rewrites[key] = piece_m
+                else:
+                    self._rewrites.pop(key, None)
+                piece_c, piece_m = [], []
+
+    def _rewrite(self, ids: list[int]) -> list[int]:
+        """Apply learned piece rewrites to a canonical encoding, longest piece first."""
+        if not self._rewrites:
+            return ids
+        out, i = [], 0
+        while i < len(ids):
+            for size in (3, 2, 1):
+                replacement = self._rewrites.get(tuple(ids[i : i + size])) if i + size <= len(ids) else None
+                if replacement is not None:
+                    out.extend(replacement)
+                    i += size
+                    break
+            else:
+                out.append(ids[i])
+                i += 1
+        return out
 
     def _remember(self, context: ProposalContext, text: str) -> None:
         records = self._pending.setdefault(context.request_id, [])
@@ -163,7 +211,7 @@ class ForcedProposer:
         if self._token_bytes is not None:
             self._remember(context, text)
         learned = self._learned.get(text)
-        ids = learned if learned is not None else self._tokenize(text)
+        ids = learned if learned is not None else self._rewrite(self._tokenize(text))
         if self.tail == "drop":
             ids = ids[:-1]
         ids = ids[:max_tokens]

@@ -133,3 +133,19 @@ def test_unverified_drafts_are_not_learned_and_a_merged_tail_is_held_back():
     proposer.propose(ProposalContext("r", [1], out + tokens, SamplingParams(), m), 8)
     fresh = SetMatcher(lang)
     assert len(proposer.propose(ProposalContext("t", [1], advance(fresh, '{"a'), SamplingParams(), fresh), 8)) == 0
+
+
+def test_learned_piece_rewrites_apply_to_other_forced_texts():
+    proposer = ForcedProposer(encode, token_bytes=TOKENS)
+    m = SetMatcher(PEOPLE)
+    out = advance(m, "{")
+    proposer.propose(context(m, out), 8)
+    model_tokens = spelled(b'"', b"name", b'":', b'"', b"Bob")  # `":"` written as `":` `"`
+    for t in model_tokens:
+        m.accept_token(t)
+    proposer.propose(context(m, out + model_tokens), 8)
+    # A different forced text containing the canonical `":"` piece gets the model's spelling.
+    other = SetMatcher([b'{"city":"x"}', b'{"city":"y"}'])
+    first = advance(other, "{")
+    draft = proposer.propose(ProposalContext("o", [1], first, SamplingParams(), other), 8)
+    assert draft.token_ids == spelled(b'"', b"city", b'":', b'"')

@@ -9,9 +9,11 @@ against our own non-speculative constrained decoding ("none") and against transf
     python benchmarks/bench_speculative.py            # full: 4 tasks x 2 rounds x T in {0, 1}
     python benchmarks/bench_speculative.py --smoke    # 1 short task, T = 0, none/auto/xgrammar
 
-Each configuration gets a fresh engine and runs the task list `--rounds` times: the suffix
-proposer learns from earlier outputs, so round 1 is its cold start; the table covers all rounds.
-Other processes on the machine change absolute numbers; ratios within one run are what count.
+Each configuration gets a fresh engine per temperature and runs the task list `--rounds` times:
+the suffix and forced proposers learn from earlier outputs, so round 1 is their cold start; the
+table covers all rounds. Requests of all configurations are interleaved (task by task), so load
+from other processes on the machine hits them alike; ratios within one run are what count.
+`--threads 1` is steadier on a machine shared with other jobs.
 """
 
 from __future__ import annotations
@@ -116,56 +118,52 @@ def prompt_ids(tokenizer, text: str) -> list[int]:
     return list(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"])
 
 
-def run_ours(loaded, vocabulary, config: str, tasks, temperature: float, rounds: int, max_tokens: int, max_draft: int) -> tuple[Row, list[str]]:
-    from constrained_spec.engine_setup import build_engine
+def run_ours(engine, loaded, vocabulary, task, temperature: float, seed: int, max_tokens: int, row: Row) -> str:
+    """One request through our engine; adds its numbers to `row`, returns the text."""
     from constrained_spec.grammar import compile_json_schema
     from constrained_spec.sampling import SamplingParams
 
-    engine = build_engine(loaded, draft=config, max_draft_tokens=max_draft, vocabulary=vocabulary)
-    row, texts = Row(config, temperature), []
-    for r in range(rounds):
-        for i, (_, text, schema) in enumerate(tasks):
-            grammar = compile_json_schema(schema, vocabulary)  # cached after the first call
-            params = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=1000 * r + i)
-            ids = prompt_ids(loaded.tokenizer, text)
-            start = time.perf_counter()
-            (out,) = engine.generate([ids], params, grammar)
-            row.seconds += time.perf_counter() - start
-            row.tokens += len(out.token_ids)
-            row.steps += out.stats.steps
-            row.drafted += out.stats.drafted
-            row.accepted += out.stats.accepted
-            texts.append(out.text or "")
-    return row, texts
+    _, text, schema = task
+    grammar = compile_json_schema(schema, vocabulary)  # cached after the first call
+    params = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=seed)
+    ids = prompt_ids(loaded.tokenizer, text)
+    start = time.perf_counter()
+    (out,) = engine.generate([ids], params, grammar)
+    row.seconds += time.perf_counter() - start
+    row.tokens += len(out.token_ids)
+    row.steps += out.stats.steps
+    row.drafted += out.stats.drafted
+    row.accepted += out.stats.accepted
+    return out.text or ""
 
 
-def run_xgrammar(loaded, tasks, temperature: float, rounds: int, max_tokens: int) -> tuple[Row, list[str]]:
+class XGrammarBaseline:
     """The baseline a user would pick instead: HF generate + xgrammar's logits processor."""
-    import xgrammar
-    from xgrammar.contrib.hf import LogitsProcessor
 
-    tokenizer, model = loaded.tokenizer, loaded.model
-    info = xgrammar.TokenizerInfo.from_huggingface(tokenizer, vocab_size=loaded.logits_width)
-    compiler = xgrammar.GrammarCompiler(info)
-    row, texts = Row("transformers+xgrammar", temperature), []
-    for r in range(rounds):
-        for i, (_, text, schema) in enumerate(tasks):
-            compiled = compiler.compile_json_schema(json.dumps(schema), any_whitespace=False, separators=(",", ":"))
-            ids = torch.tensor([prompt_ids(tokenizer, text)])
-            sampling = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 else dict(do_sample=False)
-            torch.manual_seed(1000 * r + i)
-            start = time.perf_counter()
-            with torch.no_grad():
-                out = model.generate(
-                    ids, max_new_tokens=max_tokens, logits_processor=[LogitsProcessor(compiled)], pad_token_id=tokenizer.eos_token_id, **sampling
-                )
-            row.seconds += time.perf_counter() - start
-            new = out[0, ids.shape[1] :].tolist()
-            new = [t for t in new if t != tokenizer.eos_token_id]
-            row.tokens += len(new)
-            row.steps += len(new) + 1  # one forward per token (EOS included)
-            texts.append(tokenizer.decode(new))
-    return row, texts
+    def __init__(self, loaded) -> None:
+        import xgrammar
+
+        self.loaded = loaded
+        info = xgrammar.TokenizerInfo.from_huggingface(loaded.tokenizer, vocab_size=loaded.logits_width)
+        self.compiler = xgrammar.GrammarCompiler(info)
+
+    def run(self, task, temperature: float, seed: int, max_tokens: int, row: Row) -> str:
+        from xgrammar.contrib.hf import LogitsProcessor
+
+        tokenizer, model = self.loaded.tokenizer, self.loaded.model
+        _, text, schema = task
+        compiled = self.compiler.compile_json_schema(json.dumps(schema), any_whitespace=False, separators=(",", ":"))
+        ids = torch.tensor([prompt_ids(tokenizer, text)])
+        sampling = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 else dict(do_sample=False)
+        torch.manual_seed(seed)
+        start = time.perf_counter()
+        with torch.no_grad():
+            out = model.generate(ids, max_new_tokens=max_tokens, logits_processor=[LogitsProcessor(compiled)], pad_token_id=tokenizer.eos_token_id, **sampling)
+        row.seconds += time.perf_counter() - start
+        new = [t for t in out[0, ids.shape[1] :].tolist() if t != tokenizer.eos_token_id]
+        row.tokens += len(new)
+        row.steps += len(new) + 1  # one forward per token (EOS included)
+        return tokenizer.decode(new)
 
 
 def print_table(rows: list[Row]) -> None:
@@ -189,10 +187,17 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--max-draft", type=int, default=8, help="most draft tokens per step")
     parser.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 1.0])
     parser.add_argument("--configs", nargs="+", default=CONFIGS, help=f"subset of {CONFIGS}")
+    parser.add_argument("--tasks", nargs="+", default=[t[0] for t in TASKS], help="subset of the task names")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--no-xgrammar", action="store_true", help="skip the transformers + xgrammar baseline")
     parser.add_argument("--show", action="store_true", help="print the generated texts")
     args = parser.parse_args(argv)
-    tasks, configs, temperatures, rounds, max_tokens = TASKS, args.configs, args.temperatures, args.rounds, args.max_tokens
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    tasks = [t for t in TASKS if t[0] in args.tasks]
+    if len(tasks) != len(set(args.tasks)):
+        parser.error(f"unknown tasks in {args.tasks}; choose from {[t[0] for t in TASKS]}")
+    configs, temperatures, rounds, max_tokens = args.configs, args.temperatures, args.rounds, args.max_tokens
     if args.smoke:
         tasks, configs, temperatures, rounds, max_tokens = TASKS[2:3], ["none", "auto"], [0.0], 1, 24
     unknown = set(configs) - set(CONFIGS)
@@ -207,21 +212,34 @@ def main(argv: list[str] | None = None) -> list[Row]:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"model {loaded.name}, torch threads {torch.get_num_threads()}, load average {load:.1f}, "
           f"{len(tasks)} tasks x {rounds} rounds, max_tokens {max_tokens}, max_draft {args.max_draft}", flush=True)
-    run_ours(loaded, vocabulary, "none", tasks, 0.0, 1, 8, args.max_draft)  # warm up: grammar caches, kernels
+    from constrained_spec.engine_setup import build_engine
+
+    warm = build_engine(loaded, draft="none", vocabulary=vocabulary)
+    for task in tasks:  # warm up: grammar caches, kernels
+        run_ours(warm, loaded, vocabulary, task, 0.0, 0, 8, Row("warmup", 0.0))
+    xgr = None if args.no_xgrammar else XGrammarBaseline(loaded)
     rows: list[Row] = []
     for temperature in temperatures:
-        for config in configs:
-            row, texts = run_ours(loaded, vocabulary, config, tasks, temperature, rounds, max_tokens, args.max_draft)
-            rows.append(row)
-            print(f"  T={temperature:g} {config:<8} {row.tok_s:6.1f} tok/s, mean accepted length {row.mean_accepted:.2f}", flush=True)
-            if args.show:
-                print("    " + "\n    ".join(texts))
-        if not args.no_xgrammar:
-            row, texts = run_xgrammar(loaded, tasks, temperature, rounds, max_tokens)
-            rows.append(row)
-            print(f"  T={temperature:g} transformers+xgrammar {row.tok_s:6.1f} tok/s", flush=True)
-            if args.show:
-                print("    " + "\n    ".join(texts))
+        # Fresh engines (fresh proposer state) per temperature. Requests interleave across
+        # configurations, so load from other processes hits every configuration alike.
+        engines = {c: build_engine(loaded, draft=c, max_draft_tokens=args.max_draft, vocabulary=vocabulary) for c in configs}
+        group = {c: Row(c, temperature) for c in configs}
+        if xgr is not None:
+            group["transformers+xgrammar"] = Row("transformers+xgrammar", temperature)
+        for r in range(rounds):
+            for i, task in enumerate(tasks):
+                seed = 1000 * r + i
+                for c in configs:
+                    text = run_ours(engines[c], loaded, vocabulary, task, temperature, seed, max_tokens, group[c])
+                    if args.show:
+                        print(f"  [{c}] {text}")
+                if xgr is not None:
+                    text = xgr.run(task, temperature, seed, max_tokens, group["transformers+xgrammar"])
+                    if args.show:
+                        print(f"  [xgrammar] {text}")
+        for row in group.values():
+            print(f"  T={temperature:g} {row.config:<22} {row.tok_s:6.1f} tok/s, mean accepted length {row.mean_accepted:.2f}", flush=True)
+        rows.extend(group.values())
     print_table(rows)
     return rows
 

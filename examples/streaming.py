@@ -13,12 +13,12 @@ from constrained_spec import Generator
 
 class Recipe(BaseModel):
     dish: str = Field(max_length=30)
-    ingredients: list[Annotated[str, Field(max_length=20)]] = Field(max_length=4)
+    ingredients: list[Annotated[str, Field(max_length=20)]] = Field(max_length=3)
 
 
 def main(generator: Generator | None = None) -> Recipe | None:
     generator = generator or Generator()
-    stream = generator.stream("Give a short recipe for pancakes.", schema=Recipe, temperature=0, max_tokens=80)
+    stream = generator.stream("Give a short recipe for pancakes.", schema=Recipe, temperature=0, max_tokens=60)
     for delta in stream:
         sys.stdout.write(delta)
         sys.stdout.flush()

@@ -40,12 +40,11 @@ SYSTEM = (
 
 def main(generator: Generator | None = None) -> list[BaseModel]:
     generator = generator or Generator()
-    calls = []
-    for request in ["What's the weather like in Paris?", "Send an email to bob@example.com with the subject 'Meeting moved'."]:
-        result = generator.generate(request, schema=Call, system_prompt=SYSTEM, temperature=0, max_tokens=60)
+    requests = ["What's the weather like in Paris?", "Send an email to bob@example.com with the subject 'Meeting moved'."]
+    results = generator.generate_batch(requests, schema=Call, system_prompt=SYSTEM, temperature=0, max_tokens=60)
+    for request, result in zip(requests, results):
         print(f"{request!r} -> {result.value!r}")
-        calls.append(result.value)
-    return calls
+    return [r.value for r in results]
 
 
 if __name__ == "__main__":

@@ -15,5 +15,11 @@ def cli_with_model(shared_generator, monkeypatch):
     from constrained_spec import api
     from constrained_spec.cli import main
 
-    monkeypatch.setattr(api, "Generator", lambda *args, **kwargs: shared_generator)
-    return main
+    def make(*args, **kwargs):
+        shared_generator.verbose = kwargs.get("verbose", True)  # as the CLI asked (--quiet)
+        return shared_generator
+
+    verbose = shared_generator.verbose
+    monkeypatch.setattr(api, "Generator", make)
+    yield main
+    shared_generator.verbose = verbose

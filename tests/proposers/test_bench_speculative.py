@@ -1,6 +1,7 @@
 """The speculative benchmark's --smoke mode runs end to end (so the benchmark cannot rot)."""
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_speculative.
 def test_smoke_mode_runs_and_speculation_emits_more_than_one_token_per_forward(capsys):
     spec = importlib.util.spec_from_file_location("bench_speculative", BENCH)
     bench = importlib.util.module_from_spec(spec)
+    sys.modules["bench_speculative"] = bench  # dataclasses look their module up
     spec.loader.exec_module(bench)
     rows = {row.config: row for row in bench.main(["--smoke"])}
     assert set(rows) == {"none", "auto", "transformers+xgrammar"}

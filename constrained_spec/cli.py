@@ -142,6 +142,10 @@ def _run_generation(args: argparse.Namespace) -> int:
     normalize_messages(prompt, args.system)
     from .api import Generator
 
+    if quiet:  # transformers draws its own weight-loading progress bar
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
     generator = Generator(args.model, draft=args.draft, backend=args.backend, verbose=not quiet)
     options = dict(params=params, system_prompt=args.system, **constraint)
     if args.command == "json":

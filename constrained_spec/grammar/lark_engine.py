@@ -89,7 +89,6 @@ class LarkGrammar:
 
         self._stride = self.layout.max_len + 1
         self._tables: dict[tuple[int, int], _Table] = {}
-        self._suffixes: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         self._viable: dict[Stack, int] = {}
         self._allowed: dict[tuple[Stack, int], np.ndarray] = {}
         self._packed: dict[tuple[Stack, int], torch.Tensor] = {}
@@ -180,16 +179,6 @@ class LarkGrammar:
             self._tables[key] = got
         return got
 
-    def _suffix(self, ctx: LexerContext, d: int) -> tuple[np.ndarray, np.ndarray]:
-        """Walks of every token's bytes from offset d, from the lexeme start of ctx. Indexed by
-        sorted row; only rows longer than d (a prefix of the sorted rows) are present."""
-        key = (id(ctx), d)
-        got = self._suffixes.get(key)
-        if got is None:
-            got = self.layout.walk_suffixes(ctx.trans, d, 0)
-            self._suffixes[key] = got
-        return got
-
     def allowed_sorted(self, stack: Stack, s: int) -> np.ndarray:
         """Bool [N] over the layout's sorted tokens: allowed from this state (EOS excluded)."""
         key = (stack, s)
@@ -221,8 +210,7 @@ class LarkGrammar:
             tb, ids = self._token_bytes, self.layout.ids
             return np.array([self.advance(stack, 0, tb[ids[r]][d:]) is not None for r in rows.tolist()], dtype=bool)
         ctx = self.ctx(stack)
-        s_death, s_state = self._suffix(ctx, d)
-        death, state = s_death[rows], s_state[rows]
+        death, state = self.layout.walk_rows(ctx.trans, rows, d, 0)
         out = np.zeros(len(rows), dtype=bool)
         stayed = death < 0
         out[stayed] = ctx.good_states(self.viable_bits(stack))[state[stayed]]

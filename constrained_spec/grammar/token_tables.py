@@ -1,11 +1,12 @@
 """The vocabulary laid out for vectorized DFA walks, and the per-(lexer state) token tables.
 
-Every token's bytes sit in one padded matrix (padding byte 256 keeps a DFA state unchanged), so
-walking all ~49k tokens through a lexer automaton from one state is a few dozen numpy gathers
-instead of a Python loop per token. A walk reports, per token, where the automaton died (the byte
-that ends the current lexeme) and the state just before; tokens that never die end inside the
-lexeme. These tables depend only on (lexer context, state), so they are computed once per
-compiled grammar and reused at every step.
+Every token's bytes sit in one padded matrix, so walking all ~49k tokens through a lexer
+automaton from one state is a few numpy gathers per byte position instead of a Python loop per
+token. A walk reports, per token, where the automaton died (the byte that ends the current lexeme)
+and the state just before; tokens that never die end inside the lexeme. Each token is read only
+up to the byte where it dies, so a walk costs the bytes actually read (most tokens leave a lexeme
+within a few bytes), with no per-vocabulary trie to build first. The walks depend only on (lexer
+context, state, offset), and their results are cached per compiled grammar by the engine.
 """
 
 from __future__ import annotations
@@ -34,9 +35,6 @@ class TokenLayout:
         for k, (_, b) in enumerate(pairs):
             mat[k, : len(b)] = np.frombuffer(b, dtype=np.uint8)
         self.bytes = mat
-        self._tries: dict[int, list] = {}
-        # active[p] = number of tokens longer than p (a prefix of the sorted rows).
-        self.active = np.array([(self.lengths > p).sum() for p in range(self.max_len)], dtype=np.int64)
 
     @property
     def num_tokens(self) -> int:
@@ -47,61 +45,24 @@ class TokenLayout:
 
         Returns (death [N] int32: byte position that died, -1 if the token stayed alive;
         state [N] int32: the state before the dying byte, or the end state)."""
-        return self.walk_suffixes(trans, 0, start)
+        return self.walk_rows(trans, np.arange(self.num_tokens), 0, start)
 
-    def walk_suffixes(self, trans: np.ndarray, offset: int, start: int) -> tuple[np.ndarray, np.ndarray]:
-        """Walk `token[offset:]` of every token longer than `offset` (the sorted rows
-        [0, active[offset])) from `start`; death positions are absolute byte positions.
-
-        Walks the trie of those byte strings level by level, so shared prefixes are read once:
-        a few numpy gathers per level instead of one per token byte."""
+    def walk_rows(self, trans: np.ndarray, rows: np.ndarray, offset: int, start: int) -> tuple[np.ndarray, np.ndarray]:
+        """Walk `token[offset:]` of the sorted rows `rows` [M] from `start`, each only up to the
+        byte where it dies or ends. Returns (death [M] int32: absolute byte position that died,
+        -1 if none; state [M] int32: the state before the dying byte, or the end state)."""
         dead = trans.shape[0] - 1
-        levels = self._trie(offset)
-        m = int(self.active[offset]) if offset < self.max_len else 0
-        out_death = np.full(m, -1, dtype=np.int32)
-        out_state = np.full(m, start, dtype=np.int32)
-        st_prev = np.array([start], dtype=np.int32)
-        death_prev = np.array([-1], dtype=np.int32)
-        before_prev = st_prev
-        for depth, (parent, byte, end_rows, end_nodes) in enumerate(levels):
-            ps = st_prev[parent]
-            st = trans[ps, byte]
-            newly = (st == dead) & (ps != dead)
-            death = np.where(newly, depth + offset, death_prev[parent])
-            before = np.where(newly, ps, before_prev[parent])
-            if len(end_rows):
-                d = death[end_nodes]
-                out_death[end_rows] = d
-                out_state[end_rows] = np.where(d < 0, st[end_nodes], before[end_nodes])
-            st_prev, death_prev, before_prev = st, death, before
-        return out_death, out_state
-
-    def _trie(self, offset: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
-        """Per trie level of the strings token[offset:]: (parent node [K], byte [K], rows of
-        strings ending at this level, their node). Built once per offset, vectorized."""
-        got = self._tries.get(offset)
-        if got is not None:
-            return got
-        m = int(self.active[offset]) if offset < self.max_len else 0
-        sub = self.bytes[:m, offset:]  # [M, W]; padding 256 sorts after every byte
-        lens = self.lengths[:m] - offset
-        order = np.lexsort(sub.T[::-1]) if m else np.zeros(0, dtype=np.int64)
-        srt, slen = sub[order], lens[order]
-        diff = np.ones_like(srt, dtype=bool)
-        diff[1:] = srt[1:] != srt[:-1]
-        first_diff = np.logical_or.accumulate(diff, axis=1)  # differs from the previous row in [:p+1]
-        levels = []
-        node_of = np.zeros(m, dtype=np.int64)  # node index of each sorted row at the previous level
-        for p in range(int(slen.max()) if m else 0):
-            r = np.flatnonzero(slen > p)
-            new = first_diff[r, p]
-            new[0] = True
-            node = np.cumsum(new) - 1
-            heads = r[new]
-            parent = node_of[heads] if p else np.zeros(len(heads), dtype=np.int64)
-            byte = srt[heads, p]
-            node_of[r] = node
-            ending = slen[r] == p + 1
-            levels.append((parent, byte, order[r[ending]], node[ending]))
-        self._tries[offset] = levels
-        return levels
+        death = np.full(len(rows), -1, dtype=np.int32)
+        state = np.full(len(rows), start, dtype=np.int32)
+        live = np.flatnonzero(self.lengths[rows] > offset)  # indices into rows still walking
+        lengths = self.lengths[rows]
+        p = offset
+        while len(live):
+            st = state[live]
+            nxt = trans[st, self.bytes[rows[live], p]]
+            died = nxt == dead
+            death[live[died]] = p  # state keeps the state before the dying byte
+            state[live[~died]] = nxt[~died]
+            p += 1
+            live = live[~died & (lengths[live] > p)]
+        return death, state

@@ -4,8 +4,8 @@ OpenAI message (content, or validated `tool_calls`).
 Text is re-decoded from all tokens each time (byte-level BPE can split a character across
 tokens), and a stream delta is held back while it ends in an unfinished UTF-8 character or could
 be the start of a stop string. Tool-call output is never streamed piecemeal: a call is sent whole,
-once its arguments are complete and validated. In "auto" mode text is held until it is clear
-whether the output starts with the call marker.
+once its arguments are complete and validated. In "auto" mode the first character decides:
+text never starts with "<", a call always does.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .server_protocol import ApiError
-from .tools import TOOL_CALL_OPEN, ToolPlan, parse_calls, split_auto_output
+from .tools import ToolPlan, parse_calls, split_auto_output
 
 __all__ = ["ChoiceOutput"]
 
@@ -54,7 +54,7 @@ class ChoiceOutput:
             ids = ids[:-1]
         self.token_ids = ids
         text, hit = self._decode(ids), False
-        if self.stops and not (self.mode == "auto" and text.startswith(TOOL_CALL_OPEN)):
+        if self.stops and not (self.mode == "auto" and text.startswith("<")):
             text, hit = _cut_at_stop(text, self.stops)
         self.text = text
         stats = getattr(output, "stats", None)
@@ -68,11 +68,9 @@ class ChoiceOutput:
 
     def _is_call(self) -> bool | None:
         """auto mode: True / False once known, None while the text could still become a call."""
-        if self.text.startswith(TOOL_CALL_OPEN):
-            return True
-        if TOOL_CALL_OPEN.startswith(self.text) and not self.finished:
-            return None
-        return False
+        if not self.text:
+            return None if not self.finished else False
+        return self.text.startswith("<")  # the auto grammar's text branch cannot start with "<"
 
     def content_delta(self) -> str:
         """New content text safe to stream now ("" if none)."""

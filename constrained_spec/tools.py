@@ -4,8 +4,8 @@ prompt that shows the tools to the model, and parsing the output back into OpenA
 The wire format the model writes is a JSON array of calls, `[{"name": ..., "arguments": {...}}]`:
 - `tool_choice="required"` or a named function: the whole output is that array, constrained by a
   JSON schema (an `anyOf` over the allowed tools, each `arguments` following the tool's schema);
-- `tool_choice="auto"`: the output is either plain text that does not start with `<tool_call>`,
-  or `<tool_call>` + the array + `</tool_call>`: one regular expression, the text branch first.
+- `tool_choice="auto"`: the output is either plain text (not starting with `<`), or
+  `<tool_call>` + the array + `</tool_call>`: one regular expression.
 `parallel_tool_calls=false` limits the array to one call. Chat templates without tool support
 (SmolLM2's) get the tools and this format in the system prompt, and earlier calls and tool results
 in the history are rendered as text in the same format.
@@ -14,7 +14,6 @@ in the history are rendered as text in the same format.
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -77,23 +76,23 @@ def calls_schema(tools: Sequence[Tool], parallel: bool) -> dict[str, Any]:
     return schema
 
 
-def _not_starting_with(prefix: str) -> str:
-    """Regex for any text (possibly empty) that does not start with `prefix`."""
-    any_text = r"[\s\S]*"
-    branches = [re.escape(prefix[:i]) for i in range(len(prefix))]  # proper prefixes, "" included
-    branches += [re.escape(prefix[:i]) + "[^" + re.escape(prefix[i]) + "]" + any_text for i in range(len(prefix))]
-    return "(?:" + "|".join(branches) + ")"
+# Plain text in "auto" mode may not start with "<": then the first character decides between
+# text and a call. (Excluding only the full marker needs a regex whose token-level DFA takes
+# minutes to build on a 49k vocabulary; this one builds in a few seconds.)
+_TEXT_BRANCH = r"(?:[^<][\s\S]*)?"
 
 
 def text_or_calls_regex(schema: dict[str, Any]) -> str:
-    """The "auto" constraint: plain text not starting with the call marker, or one marked call array."""
+    """The "auto" constraint: plain text not starting with "<", or one marked call array."""
     from outlines_core.json_schema import build_regex_from_schema
 
     try:
         calls = build_regex_from_schema(json.dumps(schema))
     except Exception as exc:  # outlines-core raises its own ValueError subclasses for unsupported schemas
         raise ApiError(400, f"unsupported tool parameters schema: {exc}", param="tools") from None
-    return f"{_not_starting_with(TOOL_CALL_OPEN)}|{re.escape(TOOL_CALL_OPEN)}(?:{calls}){re.escape(TOOL_CALL_CLOSE)}"
+    from .grammar.regex_backend import regex_escape
+
+    return f"{_TEXT_BRANCH}|{regex_escape(TOOL_CALL_OPEN)}(?:{calls}){regex_escape(TOOL_CALL_CLOSE)}"
 
 
 def _tools_prompt(tools: Sequence[Tool], mode: str, parallel: bool) -> str:

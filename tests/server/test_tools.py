@@ -55,12 +55,12 @@ def test_bad_tool_choices_are_400(tools, choice, message):
     assert info.value.status == 400 and message in info.value.message
 
 
-def test_auto_regex_is_text_not_starting_with_marker_or_a_marked_call():
+def test_auto_regex_is_text_not_starting_with_lt_or_a_marked_call():
     regex = re.compile(plan_tools([WEATHER], "auto", True).regex)
     call = TOOL_CALL_OPEN + '[{"name":"get_weather","arguments":{"city":"Oslo"}}]' + TOOL_CALL_CLOSE
-    for text in ("", "Hello!", "<", "<tool", "<b>bold</b>", "x<tool_call>y", call):
+    for text in ("", "Hello!", "x<tool_call>y", "a\n<b>", call):
         assert regex.fullmatch(text), text
-    for text in (TOOL_CALL_OPEN, TOOL_CALL_OPEN + "hi", TOOL_CALL_OPEN + '[{"name":"get_weather","arguments":{}}]' + TOOL_CALL_CLOSE):
+    for text in ("<", "<b>bold</b>", TOOL_CALL_OPEN, TOOL_CALL_OPEN + '[{"name":"get_weather","arguments":{}}]' + TOOL_CALL_CLOSE):
         assert not regex.fullmatch(text), text
 
 

@@ -38,20 +38,13 @@ pytestmark = pytest.mark.model
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    from transformers import AutoTokenizer
-
-    from constrained_spec.models import cache_dir, load_model
-
-    folder = cache_dir() / "SmolLM2-135M-Instruct-float32"
-    return AutoTokenizer.from_pretrained(str(folder)) if folder.is_dir() else load_model().tokenizer
+def tokenizer(smollm2_tokenizer):
+    return smollm2_tokenizer  # session-wide (conftest.py): loaded once for every grammar test
 
 
 @pytest.fixture(scope="module")
-def vocab(tokenizer):
-    from constrained_spec.grammar.vocabulary import Vocabulary
-
-    return Vocabulary.from_tokenizer(tokenizer)
+def vocab(smollm2_vocab):
+    return smollm2_vocab
 
 
 @pytest.fixture(scope="module")

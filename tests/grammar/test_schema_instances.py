@@ -62,6 +62,7 @@ INVALID = {  # text, why
     ],
 }
 SCHEMAS = {"person": PERSON, "order": ORDER}
+pytestmark = pytest.mark.model  # the real SmolLM2 tokenizer
 
 
 @pytest.fixture(scope="module")

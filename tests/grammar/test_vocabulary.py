@@ -53,8 +53,8 @@ def test_sentencepiece_pieces_decode_to_bytes():
 
 
 @pytest.mark.model
-def test_smollm2_tokenizer_round_trips_bytes(smollm2_tokenizer):
-    vocab = Vocabulary.from_tokenizer(smollm2_tokenizer)
+def test_smollm2_tokenizer_round_trips_bytes(smollm2_tokenizer, smollm2_vocab):
+    vocab = smollm2_vocab  # the session fixture is Vocabulary.from_tokenizer(smollm2_tokenizer)
     assert vocab.size == len(vocab) == 49152 and vocab.eos_token_id == 2
     text = 'Hello wörld {"a": [1, 2.5e-3]}\n\t日本 🙂'
     ids = smollm2_tokenizer.encode(text)
@@ -62,4 +62,5 @@ def test_smollm2_tokenizer_round_trips_bytes(smollm2_tokenizer):
     # every special token (ChatML markers, <|endoftext|>, EOS) is never allowed
     for i in smollm2_tokenizer.all_special_ids:
         assert vocab.token_bytes[i] is None
-    assert Vocabulary.from_tokenizer(smollm2_tokenizer, size=49216).size == 49216
+    wider = Vocabulary.from_tokenizer(smollm2_tokenizer, size=49216)
+    assert wider.size == 49216 and wider.token_bytes == vocab.token_bytes

@@ -55,7 +55,7 @@ TARGET = ToyLM(V, seed=11, scale=1.0)
 def proposers():
     draft = TARGET.perturbed(noise=0.8, seed=12)
     return {
-        "all": ChainProposer([ForcedProposer(toy_encode), NgramProposer(min_n=1), SuffixProposer(), DraftModelProposer(draft)]),  # mixed rows
+        "all": ChainProposer([ForcedProposer(toy_encode, token_bytes=TOKEN_BYTES), NgramProposer(min_n=1), SuffixProposer(), DraftModelProposer(draft)]),  # mixed rows
     }
 
 

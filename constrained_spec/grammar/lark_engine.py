@@ -32,6 +32,7 @@ __all__ = ["compile_lark", "LarkGrammar", "LarkMatcher"]
 _START = -1  # lexer state of the empty lexeme at the very start (state 0, nothing read yet)
 _CACHE_LIMIT = 200_000
 _SMALL_GROUP = 48  # below this many tokens, resolve token by token instead of vectorized
+_DIRECT_GROUP = 2048  # up to this many, walk the group's own bytes; above, a cached walk of all
 _layouts: dict[str, TokenLayout] = {}
 _layout_lock = threading.Lock()
 
@@ -89,6 +90,7 @@ class LarkGrammar:
 
         self._stride = self.layout.max_len + 1
         self._tables: dict[tuple[int, int], _Table] = {}
+        self._suffixes: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         self._viable: dict[Stack, int] = {}
         self._allowed: dict[tuple[Stack, int], np.ndarray] = {}
         self._packed: dict[tuple[Stack, int], torch.Tensor] = {}
@@ -179,6 +181,17 @@ class LarkGrammar:
             self._tables[key] = got
         return got
 
+    def _suffix(self, ctx: LexerContext, d: int) -> tuple[np.ndarray, np.ndarray]:
+        """Walks of `token[d:]` from the lexeme start of ctx for every token longer than d (the
+        sorted rows are longest first, so these are rows [0, M)); cached per (ctx, d)."""
+        key = (id(ctx), d)
+        got = self._suffixes.get(key)
+        if got is None:
+            longer = np.arange(int(np.searchsorted(-self.layout.lengths, -d, side="left")))
+            got = self.layout.walk_rows(ctx.trans, longer, d, 0)
+            self._suffixes[key] = got
+        return got
+
     def allowed_sorted(self, stack: Stack, s: int) -> np.ndarray:
         """Bool [N] over the layout's sorted tokens: allowed from this state (EOS excluded)."""
         key = (stack, s)
@@ -210,7 +223,11 @@ class LarkGrammar:
             tb, ids = self._token_bytes, self.layout.ids
             return np.array([self.advance(stack, 0, tb[ids[r]][d:]) is not None for r in rows.tolist()], dtype=bool)
         ctx = self.ctx(stack)
-        death, state = self.layout.walk_rows(ctx.trans, rows, d, 0)
+        if len(rows) <= _DIRECT_GROUP:
+            death, state = self.layout.walk_rows(ctx.trans, rows, d, 0)
+        else:  # large groups recur with every new stack: walk all tokens once per (ctx, d)
+            s_death, s_state = self._suffix(ctx, d)
+            death, state = s_death[rows], s_state[rows]
         out = np.zeros(len(rows), dtype=bool)
         stayed = death < 0
         out[stayed] = ctx.good_states(self.viable_bits(stack))[state[stayed]]

@@ -87,18 +87,29 @@ def draw_randomness(
     num_draft_tokens: Sequence[int],
     vocab_size: int,
     device: torch.device | str = "cpu",
+    greedy: Sequence[bool] | None = None,
 ) -> SamplerRandomness:
     """Per request, in this order: k uniforms, then V exponentials, from that request's generator.
 
     A request's numbers depend only on its own generator, never on the rest of the batch, so a
     seeded request gives the same output alone or batched. Generators live on the CPU.
+    greedy: per request; a greedy request never reads its exponentials (its tokens are argmaxes),
+    so it draws none and gets a row of ones: the V-wide draw is the costliest part of a step.
+    Exp(1) noise is -log(1 - u) of float64 uniforms (53 bits: the tail is cut at E = 36.7, not
+    at the 16.6 of float32 uniforms), ~3x cheaper here than `Tensor.exponential_`.
     """
     if len(generators) != len(num_draft_tokens):
         raise ValueError("one generator per request is needed")
+    if greedy is not None and len(greedy) != len(generators):
+        raise ValueError("greedy needs one flag per request")
     uniforms, exponentials = [], []
-    for gen, k in zip(generators, num_draft_tokens):
+    for b, (gen, k) in enumerate(zip(generators, num_draft_tokens)):
         uniforms.append(torch.rand(k, generator=gen, dtype=torch.float32))
-        exponentials.append(torch.empty(vocab_size, dtype=torch.float32).exponential_(generator=gen))
+        if greedy is not None and greedy[b]:
+            exponentials.append(torch.ones(vocab_size, dtype=torch.float32))
+        else:
+            u = torch.rand(vocab_size, generator=gen, dtype=torch.float64)  # [V] in [0, 1)
+            exponentials.append(u.neg_().log1p_().neg_().to(torch.float32))  # -log(1 - u) ~ Exp(1)
     return SamplerRandomness(
         uniforms=torch.cat(uniforms).to(device) if uniforms else torch.empty(0, device=device),
         exponentials=torch.stack(exponentials).to(device) if exponentials else torch.empty(0, vocab_size, device=device),

@@ -291,8 +291,9 @@ class Engine:
                     q = torch.nn.functional.one_hot(torch.tensor(p.draft.token_ids, dtype=torch.long), vocab).float()
                 rows.append(q.to(device, torch.float32))
             draft_probs = torch.cat(rows)  # [D, V]
-        randomness = draw_randomness([r.verify_gen for r in active], counts, vocab, device)
-        greedy = torch.tensor([r.params.greedy for r in active], dtype=torch.bool, device=device)  # [B]
+        greedy_flags = [r.params.greedy for r in active]
+        randomness = draw_randomness([r.verify_gen for r in active], counts, vocab, device, greedy=greedy_flags)
+        greedy = torch.tensor(greedy_flags, dtype=torch.bool, device=device)  # [B]
         if use_kernel:  # fused mask + temperature + rejection (kernels/); same numbers, same tokens
             from .kernels import rejection_sample_logits
 

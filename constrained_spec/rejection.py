@@ -155,7 +155,8 @@ def rejection_sample(
     cu_num_draft_tokens: long `[B + 1]`, cumulative draft counts starting at 0.
     draft_probs: `[D, V]` q for each draft position, or None when every draft is one-hot.
     randomness: from `draw_randomness`.
-    is_greedy: bool `[B]`.
+    is_greedy: bool `[B]`. A greedy request's rows are only argmaxed, so they may hold its
+        processed logits instead of the one-hot p (same argmax, no V-wide one-hot).
     Returns (output_token_ids long `[B, max_k + 1]` padded with -1, num_accepted long `[B]`).
     Request b emits output_token_ids[b, :num_accepted[b] + 1].
     """
@@ -166,35 +167,40 @@ def rejection_sample(
     out = torch.full((batch, max_k + 1), -1, dtype=torch.long)
     num_accepted = torch.zeros(batch, dtype=torch.long)
     drafts = draft_token_ids.tolist()
+    greedy_flags = is_greedy.tolist()
+    uniforms = randomness.uniforms.tolist()
     for b in range(batch):
         start, k = cu[b], cu[b + 1] - cu[b]
         rows = target_probs[start + b : start + b + k + 1].float()  # [k + 1, V]
-        greedy = bool(is_greedy[b])
-        emitted: int | None = None
-        for j in range(k):
-            x, p = drafts[start + j], rows[j]
-            if greedy:
-                target_choice = int(p.argmax())
-                if x != target_choice:
-                    emitted = target_choice
-            else:
-                q = None if draft_probs is None else draft_probs[start + j].float()
-                qx = 1.0 if q is None else float(q[x])
-                if qx <= 0:
-                    raise ValueError(f"draft token {x} has q(x) = 0: it was not drawn from draft_probs")
-                # u < p/q, written without the division; p(x) = 0 (masked) always rejects.
-                if not float(randomness.uniforms[start + j]) * qx < float(p[x]):
-                    residual = (p - (torch.nn.functional.one_hot(torch.tensor(x), p.numel()).to(p) if q is None else q)).clamp_min(0)
-                    if float(residual.sum()) <= 0:  # unreachable unless p == q; see rejection_rule
-                        residual = p
-                    emitted = int(sample_from_probs(residual, randomness.exponentials[b].float()))
-            if emitted is not None:
-                out[b, j] = emitted
-                num_accepted[b] = j
-                break
-            out[b, j] = x
+        x = drafts[start : start + k]
+        # One vectorized pass per request (not per draft position); the first rejection is found
+        # on the small [k] lists.
+        if greedy_flags[b]:
+            choices = rows.argmax(dim=-1).tolist()  # [k + 1]; rows may be logits or one-hot p
+            j = next((i for i in range(k) if x[i] != choices[i]), k)
+            emitted = choices[j]
         else:
-            bonus = rows[k]
-            out[b, k] = int(bonus.argmax()) if greedy else int(sample_from_probs(bonus, randomness.exponentials[b].float()))
-            num_accepted[b] = k
+            index = torch.tensor(x, dtype=torch.long)
+            px = rows[torch.arange(k), index].tolist() if k else []  # p_j(x_j)
+            if draft_probs is None:
+                qx = [1.0] * k
+            else:
+                qx = draft_probs[start : start + k].float().gather(1, index[:, None]).squeeze(1).tolist()
+            # u < p/q, written without the division; p(x) = 0 (masked) always rejects.
+            j = next((i for i in range(k) if qx[i] <= 0 or not uniforms[start + i] * qx[i] < px[i]), k)
+            if j < k and qx[j] <= 0:
+                raise ValueError(f"draft token {x[j]} has q(x) = 0: it was not drawn from draft_probs")
+            weights = rows[j]  # [V]: the bonus row, or the residual below
+            if j < k:
+                if draft_probs is None:  # one-hot q: max(0, p - q) is p without x
+                    weights = weights.clone()
+                    weights[x[j]] = 0.0
+                else:
+                    weights = (weights - draft_probs[start + j].float()).clamp_min(0)
+                if float(weights.sum()) <= 0:  # unreachable unless p == q; see rejection_rule
+                    weights = rows[j]
+            emitted = int(sample_from_probs(weights, randomness.exponentials[b].float()))
+        out[b, :j] = torch.tensor(x[:j], dtype=torch.long)
+        out[b, j] = emitted
+        num_accepted[b] = j
     return out.to(target_probs.device), num_accepted.to(target_probs.device)

@@ -330,7 +330,9 @@ class Engine:
                 )
             else:  # no penalty reads the history: a zero view, no memory
                 counts, prompt_mask = torch.zeros(1, 1, device=device).expand(batch_logits.shape), None
-            process = process_logits if probs else filtered_logits
+            # Greedy rows are only argmaxed (by rejection_sample or the kernel): the processed
+            # logits have the same argmax as the one-hot p, without building it.
+            process = process_logits if probs and not params.greedy else filtered_logits
             rows = process(batch_logits, params, bitmask=bitmask, vocab_limit=self.vocabulary_limit, output_counts=counts, prompt_mask=prompt_mask)
             start = 0
             for i in members:

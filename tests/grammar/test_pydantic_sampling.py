@@ -5,6 +5,11 @@ recursion compile, and outputs sampled from the default model at temperature 1 a
 N per model: 2 in CI (5 models x 2 samples, one batch each: ~1 minute on an idle 2-core machine);
 CONSTRAINED_SPEC_FULL=1 runs the issue's 50 per model (by hand, ~10 minutes). Seeded through
 torch's global generator (each request draws its seed from it).
+
+Recursion is unbounded: at temperature 1 the 135M model sometimes keeps nesting "parent" until
+max_tokens (1 of 50 in the full run). Such cut outputs are checked as prefixes by llguidance (an
+independent engine), and at least half the recursive outputs must complete; every other model's
+outputs must all complete.
 """
 
 from __future__ import annotations
@@ -94,7 +99,25 @@ def test_sampled_outputs_validate(generator, model, prompt):
         count = min(BATCH, N - start)
         results += generator.generate_batch([prompt] * count, schema=model, temperature=1.0, max_tokens=200)
     assert len(results) == N
-    for r in results:
-        assert not r.incomplete and r.finish_reason == "stop", f"cut at max_tokens: {r.text!r}"
+    complete = [r for r in results if not r.incomplete]
+    for r in complete:
+        assert r.finish_reason == "stop"
         jsonschema.validate(json.loads(r.text), schema)
         assert isinstance(r.value, model) and model.model_validate_json(r.text) == r.value
+    cut = [r for r in results if r.incomplete]
+    if model is not Category:  # only unbounded recursion may run past max_tokens
+        assert not cut, f"cut at max_tokens: {cut[0].text!r}"
+    for r in cut:  # at temperature 1 the 135M model sometimes nests parents until max_tokens
+        assert r.finish_reason == "length"
+        _assert_prefix_per_llguidance(generator, schema, r.token_ids)
+    assert len(complete) >= N // 2, f"only {len(complete)} of {N} recursive outputs completed"
+
+
+def _assert_prefix_per_llguidance(generator, schema: dict, token_ids: list[int]) -> None:
+    """A cut output cannot be validated as JSON; an independent engine (llguidance) must still
+    accept every one of its tokens, i.e. it is a prefix of some valid instance."""
+    pytest.importorskip("llguidance")
+    from constrained_spec.grammar import compile_json_schema
+
+    other = compile_json_schema(schema, generator.vocabulary, backend="llguidance").matcher()
+    assert other.validate_tokens(token_ids) == len(token_ids)

@@ -5,51 +5,36 @@ Distribution tests: N = 20,000 samples each, significance level alpha = 0.001, f
 whose expected count is below 5 are pooled into one cell before the test.
 """
 
+import itertools
 import random
 
 import pytest
 import torch
-from scipy.stats import chisquare
 
 from constrained_spec.bitmask import pack_allowed
 from constrained_spec.rejection import draw_randomness, rejection_sample
 from constrained_spec.sampling import SamplingParams, process_logits
+from constrained_spec.selfcheck import chi_square
 
 N_SAMPLES = 20_000
 ALPHA = 1e-3
 
 
 def chi_square_p_value(counts: dict, expected_probs: dict, n: int) -> float:
-    """Pools cells with expected count < 5, then runs Pearson's chi-square test."""
-    observed, expected, pooled_obs, pooled_exp = [], [], 0, 0.0
+    """Pearson's chi-square (cells expected < 5 times pooled, via `selfcheck.chi_square`); first
+    checks that no zero-probability outcome was emitted."""
     assert set(counts) <= {key for key, prob in expected_probs.items() if prob > 0}, "a zero-probability outcome was emitted"
-    for key, prob in expected_probs.items():
-        if prob * n < 5:
-            pooled_obs += counts.get(key, 0)
-            pooled_exp += prob * n
-        else:
-            observed.append(counts.get(key, 0))
-            expected.append(prob * n)
-    if pooled_exp > 0:
-        observed.append(pooled_obs)
-        expected.append(pooled_exp)
-    scale = sum(observed) / sum(expected)
-    return float(chisquare(observed, [e * scale for e in expected]).pvalue)
+    assert sum(counts.values()) == n
+    keys = list(expected_probs)
+    return chi_square([counts.get(key, 0) for key in keys], [expected_probs[key] for key in keys])[2]
 
 
 def _run(target_probs, drafts, draft_probs, greedy, seeds):
-    cu = torch.tensor([0] + list(itertools_accumulate(len(d) for d in drafts)))
+    cu = torch.tensor([0] + list(itertools.accumulate(len(d) for d in drafts)))
     flat = torch.tensor([t for d in drafts for t in d], dtype=torch.long)
     gens = [torch.Generator().manual_seed(s) for s in seeds]
     randomness = draw_randomness(gens, [len(d) for d in drafts], target_probs.shape[1])
     return rejection_sample(target_probs, flat, cu, draft_probs, randomness, torch.tensor(greedy))
-
-
-def itertools_accumulate(values):
-    total = 0
-    for v in values:
-        total += v
-        yield total
 
 
 def test_output_layout_and_truncation():

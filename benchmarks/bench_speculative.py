@@ -6,7 +6,7 @@ tokens/s, the mean accepted length (tokens emitted per target forward) and the s
 against our own non-speculative constrained decoding ("none") and against transformers'
 `generate` with xgrammar's logits processor, all measured in the same run.
 
-    python benchmarks/bench_speculative.py            # full: 4 tasks x 2 rounds x T in {0, 1}
+    python benchmarks/bench_speculative.py            # full: 12 requests x T in {0, 1}
     python benchmarks/bench_speculative.py --smoke    # 1 short task, T = 0, none/auto/xgrammar
 
 Each configuration gets a fresh engine per temperature and runs the task list `--rounds` times:
@@ -27,44 +27,30 @@ from dataclasses import dataclass
 
 import torch
 
-TASKS = [
-    (
-        "person",
-        "Extract the person from this text as JSON with keys name, age, city, email.\n\n"
-        "Text: Our new colleague Maria Gonzalez (41) moved here from Valencia last spring. "
-        "You can reach her at maria.gonzalez@example.org.",
-        {
-            "type": "object",
-            "properties": {"name": {"type": "string"}, "age": {"type": "integer"}, "city": {"type": "string"}, "email": {"type": "string"}},
-            "required": ["name", "age", "city", "email"],
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"}, "city": {"type": "string"}, "email": {"type": "string"}},
+    "required": ["name", "age", "city", "email"],
+}
+ORDER = {
+    "type": "object",
+    "properties": {
+        "order_id": {"type": "string"},
+        "customer": {"type": "string"},
+        "items": {
+            "type": "array",
+            "items": {"type": "object", "properties": {"product": {"type": "string"}, "quantity": {"type": "integer"}}, "required": ["product", "quantity"]},
         },
-    ),
-    (
-        "order",
-        "Extract the order as JSON with keys order_id, customer, items (each with product and quantity) and total.\n\n"
-        "Order A-1043 from Tom Becker: 2 x USB-C cable, 1 x laptop stand, 3 x notebook. Total: 58.90 EUR.",
+        "total": {"type": "number"},
+    },
+    "required": ["order_id", "customer", "items", "total"],
+}
+TOOL_CALL = {  # one object shape per tool: the tool name decides the arguments
+    "anyOf": [
         {
             "type": "object",
             "properties": {
-                "order_id": {"type": "string"},
-                "customer": {"type": "string"},
-                "items": {
-                    "type": "array",
-                    "items": {"type": "object", "properties": {"product": {"type": "string"}, "quantity": {"type": "integer"}}, "required": ["product", "quantity"]},
-                },
-                "total": {"type": "number"},
-            },
-            "required": ["order_id", "customer", "items", "total"],
-        },
-    ),
-    (
-        "tool_call",
-        "You can call the tools get_weather(location, unit) and search_web(query). Answer with a JSON tool call "
-        "with keys tool and arguments.\n\nUser: What's the weather like in Berlin right now, in celsius?",
-        {
-            "type": "object",
-            "properties": {
-                "tool": {"enum": ["get_weather", "search_web"]},
+                "tool": {"const": "get_weather"},
                 "arguments": {
                     "type": "object",
                     "properties": {"location": {"type": "string"}, "unit": {"enum": ["celsius", "fahrenheit"]}},
@@ -73,22 +59,50 @@ TASKS = [
             },
             "required": ["tool", "arguments"],
         },
-    ),
-    (
-        "movie",
-        "Describe a famous science fiction movie as JSON with keys title, year, genre, director and main_actors.",
         {
             "type": "object",
             "properties": {
-                "title": {"type": "string"},
-                "year": {"type": "integer"},
-                "genre": {"enum": ["science fiction", "drama", "comedy", "action"]},
-                "director": {"type": "string"},
-                "main_actors": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+                "tool": {"const": "search_web"},
+                "arguments": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
             },
-            "required": ["title", "year", "genre", "director", "main_actors"],
+            "required": ["tool", "arguments"],
         },
-    ),
+    ]
+}
+MOVIE = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string"},
+        "year": {"type": "integer"},
+        "genre": {"enum": ["science fiction", "drama", "comedy", "action"]},
+        "director": {"type": "string"},
+        "main_actors": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+    },
+    "required": ["title", "year", "genre", "director", "main_actors"],
+}
+_PERSON = "Extract the person from this text as JSON with keys name, age, city, email.\n\nText: "
+_ORDER = "Extract the order as JSON with keys order_id, customer, items (each with product and quantity) and total.\n\n"
+_TOOLS = ("You can call the tools get_weather(location, unit) and search_web(query). Answer with a JSON tool call "
+          "with keys tool and arguments.\n\nUser: ")
+_MOVIE = "Describe a famous {} movie as JSON with keys title, year, genre, director and main_actors."
+
+# Three requests per schema, each with its own input: a server sees the same schemas again and
+# again with new data, so the learning proposers (suffix tree, forced spellings) may learn the
+# structure from earlier requests, but no request repeats an earlier one.
+TASKS = [
+    ("person", _PERSON + "Our new colleague Maria Gonzalez (41) moved here from Valencia last spring. "
+     "You can reach her at maria.gonzalez@example.org.", PERSON),
+    ("order", _ORDER + "Order A-1043 from Tom Becker: 2 x USB-C cable, 1 x laptop stand, 3 x notebook. Total: 58.90 EUR.", ORDER),
+    ("tool_call", _TOOLS + "What's the weather like in Berlin right now, in celsius?", TOOL_CALL),
+    ("movie", _MOVIE.format("science fiction"), MOVIE),
+    ("person2", _PERSON + "Contact: Dr. Kenji Watanabe, 57, lives in Osaka and answers mail at k.watanabe@uni-osaka.jp.", PERSON),
+    ("order2", _ORDER + "Invoice B-2210, customer Lisa Novak. Items: 1 x desk lamp, 4 x AA battery pack. Total: 31.50 EUR.", ORDER),
+    ("tool_call2", _TOOLS + "Can you search the web for the opening hours of the Louvre museum?", TOOL_CALL),
+    ("movie2", _MOVIE.format("action"), MOVIE),
+    ("person3", _PERSON + "Signed up today: Priya Raman, age 29, from Chennai; email priya.raman@mailbox.in.", PERSON),
+    ("order3", _ORDER + "Order C-0077 placed by Jonas Berg: 3 x coffee mug, 2 x tea towel, 1 x teapot. Total: 64.00 EUR.", ORDER),
+    ("tool_call3", _TOOLS + "How cold is it in Toronto today? Please use fahrenheit.", TOOL_CALL),
+    ("movie3", _MOVIE.format("comedy"), MOVIE),
 ]
 
 CONFIGS = ["none", "forced", "ngram", "suffix", "auto"]
@@ -189,6 +203,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--configs", nargs="+", default=CONFIGS, help=f"subset of {CONFIGS}")
     parser.add_argument("--tasks", nargs="+", default=[t[0] for t in TASKS], help="subset of the task names")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="model weights (every configuration uses the same)")
     parser.add_argument("--no-xgrammar", action="store_true", help="skip the transformers + xgrammar baseline")
     parser.add_argument("--show", action="store_true", help="print the generated texts")
     args = parser.parse_args(argv)
@@ -207,10 +222,10 @@ def main(argv: list[str] | None = None) -> list[Row]:
     from constrained_spec.engine_setup import make_vocabulary
     from constrained_spec.models import load_model
 
-    loaded = load_model(verbose=False)
+    loaded = load_model(dtype=getattr(torch, args.dtype), verbose=False)
     vocabulary = make_vocabulary(loaded)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"model {loaded.name}, torch threads {torch.get_num_threads()}, load average {load:.1f}, "
+    print(f"model {loaded.name} ({args.dtype}), torch threads {torch.get_num_threads()}, load average {load:.1f}, "
           f"{len(tasks)} tasks x {rounds} rounds, max_tokens {max_tokens}, max_draft {args.max_draft}", flush=True)
     from constrained_spec.engine_setup import build_engine
 

@@ -39,7 +39,7 @@ def make_proposer(draft: Any, loaded: Any, vocabulary: Any) -> Any:
     if name == "forced":
         return proposers.ForcedProposer(loaded.tokenizer, token_bytes=token_bytes)
     if name == "ngram":
-        return proposers.NgramProposer()
+        return proposers.NgramProposer(token_bytes=token_bytes, encode=loaded.tokenizer)
     if name == "suffix":
         return proposers.SuffixProposer()
     folder = Path(name).expanduser()

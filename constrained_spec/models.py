@@ -74,9 +74,16 @@ def _load_hf_folder(folder: Path, dtype: Any, **kwargs: Any) -> tuple[Any, Any]:
 
 
 def _load_default(dtype: Any, verbose: bool) -> tuple[Any, Any]:
-    converted = cache_dir() / f"{DEFAULT_MODEL}-{str(dtype).removeprefix('torch.')}"
+    import torch
+
+    # The cache holds float32 weights (exactly what the GGUF dequantizes to); other dtypes are
+    # cast from it on load.
+    converted = cache_dir() / f"{DEFAULT_MODEL}-float32"
     if (converted / "config.json").is_file() and (converted / "model.safetensors").is_file():
         return _load_hf_folder(converted, dtype)
+    if dtype != torch.float32:
+        model, tokenizer = _load_default(torch.float32, verbose)
+        return model.to(dtype), tokenizer
     gguf = default_model_path()
     if verbose:
         _log(f"first load: converting {gguf.name} to {converted} (about 30 s, once)")

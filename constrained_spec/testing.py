@@ -197,21 +197,37 @@ class ToyDFAMatcher:
         return self._terminated or (not self.grammar.allowed(self._states[-1]))
 
     def forced_bytes(self, max_bytes: int = 64) -> bytes:
-        """Bytes of the tokens forced while the state is non-accepting with one way out."""
+        """The longest common byte prefix of every valid continuation (so `ab` is forced where
+        the tokens `ab` and `a` `b` both lead on), cut at `max_bytes`."""
         token_bytes = self.grammar.token_bytes
         if token_bytes is None or self._terminated:
             return b""
-        out, state = b"", self._states[-1]
-        while len(out) < max_bytes and state not in self.grammar.accepting:
+        common: bytes | None = None  # the prefix shared by every path walked so far
+        stack = [(self._states[-1], b"")]
+        while stack:  # depth first; a path only matters up to the length of `common`
+            state, text = stack.pop()
+            limit = max_bytes if common is None else len(common)
             edges = self.grammar.transitions.get(state, {})
-            if len(edges) != 1:
-                break
-            (token, state), = edges.items()
-            out += token_bytes[token] or b""
-        return out[:max_bytes]
+            if state in self.grammar.accepting or len(text) >= limit or not edges:
+                if state in self.grammar.accepting or len(text) >= limit:  # dead ends do not count
+                    end = text[:limit]
+                    common = end if common is None else common[: _shared(common, end)]
+                continue
+            for token, nxt in edges.items():
+                stack.append((nxt, text + (token_bytes[token] or b"")))
+        return (common or b"")[:max_bytes]
 
     def fork(self) -> "ToyDFAMatcher":
         other = ToyDFAMatcher(self.grammar)
         other._states = list(self._states)
         other._terminated = self._terminated
         return other
+
+
+def _shared(a: bytes, b: bytes) -> int:
+    """Length of the common prefix of a and b."""
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n

@@ -62,3 +62,6 @@ class Proposer(Protocol):
 
     def observe(self, prompt_ids: Sequence[int], output_ids: Sequence[int]) -> None:
         """Called when a request finishes, so proposers can learn from earlier outputs."""
+
+    # Optional: `verified(request_id, num_drafted, num_accepted)` is called after each step that
+    # verified a draft of this proposer (the loop's cut may have shortened it to num_drafted).

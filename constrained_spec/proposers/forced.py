@@ -1,9 +1,9 @@
 """Grammar-forced strings: where the grammar allows exactly one text continuation (a JSON key,
 `", "`, closing brackets, an enum or const value), propose its canonical tokenization.
 
-The draft is one-hot and a deterministic function of the grammar state, so the exact rejection
-rule verifies it like any other draft: at T = 0 it is accepted wherever the model would emit the
-same tokens, at T > 0 with probability p(x). It costs no model call to produce.
+The draft is one-hot and a deterministic function of the grammar state and the history, so the
+exact rejection rule verifies it like any other draft: at T = 0 it is accepted wherever the
+model would emit the same tokens, at T > 0 with probability p(x). It costs no model call.
 
 Token boundaries: the model does not always spell forced text canonically. Measured on
 SmolLM2-135M with compact JSON (greedy): the canonical `":"` is one token, but the model writes
@@ -11,10 +11,15 @@ SmolLM2-135M with compact JSON (greedy): the canonical `":"` is one token, but t
 learns the model's own spelling: it remembers where it proposed a forced text and, once the
 committed output covers that spot, records the tokens the model actually used for it (only up to
 the last token boundary inside it, so a tail the model merges onward is held back). Later
-proposals of the same text use the learned spelling; other texts get the canonical encoding with
-the learned rewrites of its pieces (aligning the two spellings on their common byte boundaries
-gives rewrites such as `":"` -> `":` `"`, which then apply after every key). This depends only on committed output, so
-drafts stay deterministic functions of the history. `tail="drop"` always holds the last token back.
+proposals of the same text use the spelling the model used most often. Other texts get the
+canonical encoding with the learned rewrites of its pieces (aligning the two spellings on their
+common byte boundaries gives rewrites such as `":"` -> `":` `"`, which then apply after every
+key). All of this depends only on committed output. `tail="drop"` always holds the last token back.
+
+At T > 0 the model's spelling varies (`":"` 0.6, `":` + `"` 0.4), and one fixed spelling is
+accepted only with its own probability. There the proposer draws a spelling from the observed
+ones with the request's draft generator and returns dense q rows (the observed frequencies, an
+estimate of p), so a token is accepted with sum_x min(p(x), q(x)) instead.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import torch
 
 from .base import Draft, ProposalContext
 
@@ -80,7 +87,9 @@ class ForcedProposer:
         self.max_bytes = max_bytes
         self._cache: OrderedDict[str, list[int]] = OrderedDict()  # forced text -> ids, LRU
         self._cache_size = cache_size
-        self._learned: OrderedDict[str, list[int]] = OrderedDict()  # forced text -> the model's spelling, LRU
+        # forced text -> {the model's spelling: (times seen, when last seen)}, LRU over texts
+        self._learned: OrderedDict[str, dict[tuple[int, ...], tuple[int, int]]] = OrderedDict()
+        self._observed = 0
         self._pending: OrderedDict[str, list[tuple[int, bytes]]] = OrderedDict()  # request -> (position, forced bytes)
         self._rewrites: dict[tuple[int, ...], list[int]] = {}  # canonical piece -> the model's spelling
 
@@ -140,8 +149,11 @@ class ForcedProposer:
                 still.append((pos, data))
             elif spelled is not _MISMATCH:
                 text = data.decode("utf-8")
-                self._learned[text] = spelled
+                seen = self._learned.setdefault(text, {})
                 self._learned.move_to_end(text)
+                self._observed += 1
+                count, _ = seen.get(tuple(spelled), (0, 0))
+                seen[tuple(spelled)] = (count + 1, self._observed)
                 self._learn_rewrites(self._tokenize(text), spelled)
                 if len(self._learned) > self._cache_size:
                     self._learned.popitem(last=False)
@@ -196,7 +208,7 @@ class ForcedProposer:
         record = (len(context.output_ids), text.encode("utf-8"))
         if record not in records:
             records.append(record)
-        while len(self._pending) > 64:  # finished requests age out
+        while len(self._pending) > 4096:  # finished requests age out
             self._pending.popitem(last=False)
 
     def propose(self, context: ProposalContext, max_tokens: int) -> Draft:
@@ -210,13 +222,56 @@ class ForcedProposer:
             return Draft(source=self.name)
         if self._token_bytes is not None:
             self._remember(context, text)
-        learned = self._learned.get(text)
-        ids = learned if learned is not None else self._rewrite(self._tokenize(text))
+        seen = self._learned.get(text)
+        probs = None
+        if seen and len(seen) > 1 and not context.params.greedy and context.generator is not None:
+            ids, probs = self._sample_spelling(seen, context.generator, max_tokens)
+        elif seen:  # the spelling the model used most often, latest on ties
+            ids = list(max(seen.items(), key=lambda item: item[1])[0])
+        else:
+            ids = self._rewrite(self._tokenize(text))
         if self.tail == "drop":
             ids = ids[:-1]
         ids = ids[:max_tokens]
         ids = ids[: matcher.validate_tokens(ids)] if ids else ids
-        return Draft(token_ids=ids, source=self.name, num_forced=len(ids))
+        if probs is not None:
+            probs = probs[: len(ids)] if ids else None
+        return Draft(token_ids=ids, probs=probs, source=self.name, num_forced=len(ids))
+
+    def _sample_spelling(self, seen: dict[tuple[int, ...], tuple[int, int]], generator: torch.Generator, max_tokens: int) -> tuple[list[int], torch.Tensor | None]:
+        """At T > 0 the model spells forced text in several ways (`":"` or `":` + `"`), so one
+        fixed spelling is accepted only with the probability the model gives it. Instead, draw a
+        spelling token by token from the observed ones: row j of q is the share of observed
+        spellings agreeing with the tokens drawn so far that continue with each token (the
+        empirical estimate of p there). Returns (tokens, q rows [len, V] or None if all one-hot).
+        Stops where most agreeing spellings end (the model merged the rest onward)."""
+        assert self._token_bytes is not None
+        spellings = [(spelling, count) for spelling, (count, _) in seen.items()]
+        tokens: list[int] = []
+        rows: list[torch.Tensor] = []
+        while len(tokens) < max_tokens:
+            depth = len(tokens)
+            nexts: dict[int, int] = {}
+            ended = 0
+            for spelling, count in spellings:
+                if len(spelling) > depth:
+                    nexts[spelling[depth]] = nexts.get(spelling[depth], 0) + count
+                else:
+                    ended += count
+            if not nexts or ended > sum(nexts.values()):
+                break
+            ids = torch.tensor(list(nexts), dtype=torch.long)  # [n] candidate tokens
+            weights = torch.tensor(list(nexts.values()), dtype=torch.float32)
+            weights /= weights.sum()
+            token = int(ids[torch.multinomial(weights, 1, generator=generator)])
+            row = torch.zeros(len(self._token_bytes))
+            row[ids] = weights
+            rows.append(row)
+            tokens.append(token)
+            spellings = [(s, c) for s, c in spellings if len(s) > depth and s[depth] == token]
+        if all(float(row.max()) == 1.0 for row in rows):
+            return tokens, None
+        return tokens, torch.stack(rows)
 
     def observe(self, prompt_ids: Sequence[int], output_ids: Sequence[int]) -> None:
         """Forced strings come from the grammar alone: nothing to learn."""

@@ -1,16 +1,28 @@
-"""N-gram / prompt lookup: if the last n tokens of prompt + output occurred before, propose what
-followed them. Extraction tasks copy names, numbers and phrases from the prompt, and JSON output
-repeats its own structure, so the copy is often right.
+"""N-gram / prompt lookup: if the end of prompt + output occurred before, propose what followed
+it. Extraction tasks copy names, numbers and phrases from the prompt, and JSON output repeats its
+own structure, so the copy is often right.
+
+Two ways to match:
+- by tokens (the default): the longest suffix n-gram of token ids (`min_n`..`max_n` tokens);
+- by bytes (`token_bytes` given): the longest suffix of the decoded bytes (at least `min_bytes`,
+  with at least `min_word_bytes` letters or digits, so `":"` alone is no match). Copies inside
+  JSON strings rarely start on the prompt's token boundaries (`"Maria` vs ` Maria`, `US` + `B`
+  vs ` USB`), so token matching misses most of them. The continuation is the source's own
+  tokens from the next token boundary on; a match ending inside a source token first spells
+  the rest of that token with `encode` (dropped when the encoding does not spell it exactly).
 
 One-hot and deterministic: the candidate is a function of the token history only. Among earlier
-occurrences of the longest matching n-gram (most recent first, up to `max_candidates`), the one
-whose continuation the grammar accepts furthest wins, so a copy that would break the grammar
-loses to one that does not.
+occurrences of the longest match (most recent first, up to `max_candidates`), the one whose
+continuation the grammar accepts furthest wins, so a copy that would break the grammar loses to
+one that does not.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -18,20 +30,47 @@ from .base import Draft, ProposalContext
 
 __all__ = ["NgramProposer"]
 
+_NO_BYTES = b"\xff"  # special tokens: a byte that never occurs in UTF-8 text
+_WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+
 
 class NgramProposer:
-    """Prompt-lookup drafts. `min_n`..`max_n`: n-gram lengths tried, longest first."""
+    """Prompt-lookup drafts. `min_n`..`max_n`: n-gram lengths tried, longest first (token
+    matching). `token_bytes` (each token's bytes, index = id) switches to byte matching;
+    `encode` (a tokenizer or `str -> ids`) spells a match that ends inside a token."""
 
     name = "ngram"
 
-    def __init__(self, min_n: int = 2, max_n: int = 4, max_candidates: int = 4) -> None:
+    def __init__(
+        self,
+        min_n: int = 2,
+        max_n: int = 4,
+        max_candidates: int = 4,
+        *,
+        token_bytes: Sequence[bytes | None] | None = None,
+        encode: Any = None,
+        min_bytes: int = 3,
+        min_word_bytes: int = 2,
+        max_bytes: int = 48,
+    ) -> None:
         if not 1 <= min_n <= max_n:
             raise ValueError(f"need 1 <= min_n <= max_n, got min_n={min_n}, max_n={max_n}")
         if max_candidates < 1:
             raise ValueError(f"max_candidates={max_candidates}: must be >= 1")
+        if not 1 <= min_bytes <= max_bytes:
+            raise ValueError(f"need 1 <= min_bytes <= max_bytes, got min_bytes={min_bytes}, max_bytes={max_bytes}")
         self.min_n, self.max_n, self.max_candidates = min_n, max_n, max_candidates
+        self.min_bytes, self.min_word_bytes, self.max_bytes = min_bytes, min_word_bytes, max_bytes
+        self._token_bytes = [b or _NO_BYTES for b in token_bytes] if token_bytes is not None else None
+        self._encode = None
+        if encode is not None:
+            from .forced import as_encode
 
-    def _candidates(self, seq: np.ndarray, max_tokens: int) -> list[list[int]]:
+            self._encode = as_encode(encode)
+
+    # ---- token matching ----
+
+    def _token_candidates(self, seq: np.ndarray, max_tokens: int) -> list[list[int]]:
         """Continuations after earlier occurrences of the longest matching suffix n-gram."""
         length = len(seq)
         if length < self.min_n + 1:
@@ -53,12 +92,67 @@ class NgramProposer:
         chosen = ends[matched == best][::-1][: self.max_candidates]  # most recent first
         return [seq[end + 1 : end + 1 + max_tokens].tolist() for end in chosen]
 
+    # ---- byte matching ----
+
+    def _byte_candidates(self, seq: list[int], max_tokens: int) -> list[list[int]]:
+        """Continuations after earlier occurrences of the longest matching suffix of the bytes."""
+        assert self._token_bytes is not None
+        table = self._token_bytes
+        pieces = [table[t] if 0 <= t < len(table) else _NO_BYTES for t in seq]
+        text = b"".join(pieces)
+        size = len(text)
+        starts = [0, *itertools.accumulate(len(p) for p in pieces)]  # byte offset of each token
+        length, found = self.min_bytes, -1
+        while length <= min(self.max_bytes, size - 1):  # grow the suffix while it occurs earlier
+            at = text.rfind(text[size - length :], 0, size - 1)
+            if at < 0:
+                break
+            found, length = at, length + 1
+        length -= 1
+        if found < 0:
+            return []
+        suffix = text[size - length :]
+        if sum(byte in _WORD for byte in suffix) < self.min_word_bytes:
+            return []
+        out, end = [], size - 1
+        for _ in range(self.max_candidates):  # most recent occurrence first
+            at = text.rfind(suffix, 0, end)
+            if at < 0:
+                break
+            end = at + length - 1
+            cont = at + length  # first byte of the continuation
+            i = bisect.bisect_right(starts, cont) - 1  # the token holding that byte
+            head: list[int] = []
+            if starts[i] != cont:  # the match ends inside token i: spell the rest of it
+                head = self._spell(text[cont : starts[i + 1]])
+                if not head:
+                    continue
+                i += 1
+            out.append((head + seq[i : i + max_tokens])[:max_tokens])
+        return out
+
+    def _spell(self, data: bytes) -> list[int]:
+        """Token ids spelling exactly `data`, or [] when `encode` cannot."""
+        if self._encode is None:
+            return []
+        try:
+            ids = [int(t) for t in self._encode(data.decode("utf-8"))]
+        except UnicodeDecodeError:
+            return []
+        table = self._token_bytes
+        if not all(0 <= t < len(table) for t in ids) or b"".join(table[t] for t in ids) != data:
+            return []
+        return ids
+
     def propose(self, context: ProposalContext, max_tokens: int) -> Draft:
         if max_tokens <= 0:
             return Draft(source=self.name)
-        seq = np.asarray([*context.prompt_ids, *context.output_ids], dtype=np.int64)
+        if self._token_bytes is not None:
+            candidates = self._byte_candidates([*context.prompt_ids, *context.output_ids], max_tokens)
+        else:
+            candidates = self._token_candidates(np.asarray([*context.prompt_ids, *context.output_ids], dtype=np.int64), max_tokens)
         best: list[int] = []
-        for candidate in self._candidates(seq, max_tokens):
+        for candidate in candidates:
             if context.matcher is not None:
                 candidate = candidate[: context.matcher.validate_tokens(candidate)]
             if len(candidate) > len(best):

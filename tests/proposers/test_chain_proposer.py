@@ -21,7 +21,7 @@ def start(text="{"):
 def test_forced_then_copy_then_forced_again():
     m, out = start()
     before = list(m.history)
-    chain = ChainProposer([ForcedProposer(encode), NgramProposer(min_n=1)])
+    chain = ChainProposer([ForcedProposer(encode), NgramProposer(min_n=1)], min_reach=0)
     draft = chain.propose(context(encode('":"Alice"x'), out, m), 16)
     # forced key, the name copied from the prompt (cut before `x`), then the rest forced again.
     assert decode(draft.token_ids) == b'"name":"Alice","age":30}'
@@ -34,7 +34,7 @@ def test_forced_then_copy_then_forced_again():
 
 def test_budget_is_respected():
     m, out = start()
-    chain = ChainProposer([ForcedProposer(encode), NgramProposer(min_n=1)])
+    chain = ChainProposer([ForcedProposer(encode), NgramProposer(min_n=1)], min_reach=0)
     full = chain.propose(context(encode('":"Alice"x'), out, m), 16).token_ids
     for k in range(len(full) + 1):
         assert chain.propose(context(encode('":"Alice"x'), out, m), k).token_ids == full[:k]
@@ -60,7 +60,7 @@ class DenseOne:
 def test_mixed_draft_stacks_one_hot_rows_with_dense_rows():
     m, out = start()
     bob = encode("Bob")[0]
-    draft = ChainProposer([ForcedProposer(encode), DenseOne(bob)]).propose(context([], out, m), 5)
+    draft = ChainProposer([ForcedProposer(encode), DenseOne(bob)], min_reach=0).propose(context([], out, m), 5)
     # forced `"`, `name`, `":"`; the dense proposer's `Bob`; forced `",` again.
     assert decode(draft.token_ids) == b'"name":"Bob",'
     assert draft.source == "forced+dense+forced" and draft.num_forced == 3
@@ -81,8 +81,11 @@ def test_observe_reaches_every_member_and_auto_learns():
     m, out = start('{"name":"')  # three names possible: nothing forced, nothing to copy
     assert len(auto.propose(context([], out, m), 16)) == 0
     auto.observe([], encode('{"name":"Bob","age":41}'))
+    pruned = auto.propose(context([], out, m), 16)  # nothing verified yet: prior 0.5 per token
+    auto.min_reach = 0
     draft = auto.propose(context([], out, m), 16)  # the suffix tree recalls the whole output
     assert decode(draft.token_ids) == b'Bob","age":41}' and draft.source == "suffix"
+    assert 0 < len(pruned) < len(draft) and draft.token_ids[: len(pruned)] == pruned.token_ids
 
 
 def test_empty_chain_rejected():
@@ -94,5 +97,61 @@ def test_suffix_after_forced_in_chain():
     suffix = SuffixProposer()
     suffix.observe([], encode('{"name":"Rome","city":"Paris"}'))
     m, out = start()
-    draft = ChainProposer([ForcedProposer(encode), suffix]).propose(context([], out, m), 32)
+    draft = ChainProposer([ForcedProposer(encode), suffix], min_reach=0).propose(context([], out, m), 32)
     assert decode(draft.token_ids) == b'"name":"Rome","city":"Paris"}'
+
+
+class Fixed:
+    """A fake one-hot proposer that always offers the same tokens and records feedback."""
+
+    def __init__(self, name, tokens):
+        self.name, self.tokens, self.feedback = name, list(tokens), []
+
+    def propose(self, context, max_tokens):
+        if context.num_drafted and self.tokens[0] in context.output_ids[-context.num_drafted :]:
+            return Draft(source=self.name)  # once per draft
+        return Draft(token_ids=self.tokens[:max_tokens], source=self.name)
+
+    def observe(self, prompt_ids, output_ids):
+        pass
+
+    def verified(self, request_id, num_drafted, num_accepted):
+        self.feedback.append((request_id, num_drafted, num_accepted))
+
+
+def plain_context(request_id="r", temperature=1.0):
+    return ProposalContext(request_id, prompt_ids=[1], output_ids=[2], params=SamplingParams(temperature=temperature), matcher=None)
+
+
+def test_pruning_follows_each_members_learned_acceptance():
+    good, poor = Fixed("good", [5] * 8), Fixed("poor", [6] * 8)
+    chain = ChainProposer([good], min_reach=0.15)
+    # Prior 0.5 per token: 0.5, 0.25 kept; 0.125 < 0.15 cut.
+    assert chain.propose(plain_context(), 8).token_ids == [5, 5]
+    for _ in range(60):  # every drafted token accepted: the estimate climbs towards 1
+        n = len(chain.propose(plain_context(), 8))
+        chain.verified("r", n, n)
+    assert chain.acceptance("good", 0, greedy=False) > 0.9
+    assert chain.propose(plain_context(), 8).token_ids == [5] * 8
+    assert chain.acceptance("good", 0, greedy=True) == 0.5  # greedy requests are tracked apart
+    assert good.feedback[-1] == ("r", 8, 8)  # feedback reaches the members
+
+    chain = ChainProposer([poor], min_reach=0.15)
+    for _ in range(60):  # the first token is always rejected
+        n = len(chain.propose(plain_context(), 8))
+        if not n:
+            break
+        chain.verified("r", n, 0)
+    assert chain.acceptance("poor", 0, greedy=False) < 0.15
+    assert len(chain.propose(plain_context(), 8)) == 0  # not worth verifying any more
+    assert len(ChainProposer([poor], min_reach=0).propose(plain_context(), 8)) == 8  # pruning off
+
+
+def test_pruning_cuts_inside_a_member_and_stops_the_chain():
+    first, second = Fixed("first", [5, 5]), Fixed("second", [7, 7, 7])
+    chain = ChainProposer([first, second], prior={"first": 1.0, "second": 0.4}, min_reach=0.15)
+    # first: 1.0, 1.0; second: 0.4 kept, 0.16 kept, 0.064 cut; nothing after a cut.
+    draft = chain.propose(plain_context(), 8)
+    assert draft.token_ids == [5, 5, 7, 7] and draft.source == "first+second"
+    with pytest.raises(ValueError, match="min_reach"):
+        ChainProposer([first], min_reach=1.0)

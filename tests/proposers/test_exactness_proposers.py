@@ -101,3 +101,45 @@ def test_proposer_keeps_the_target_distribution(name):
     outputs = sorted(exact)
     statistic, dof, p_value = chi_square([counts[s] for s in outputs], [exact[s] for s in outputs])
     assert p_value >= ALPHA, f"{name}: chi-square {statistic:.1f} (dof {dof}), p = {p_value:.2g} < {ALPHA}; acceptance {accepted / drafted:.2f}"
+
+
+def two_spellings_grammar() -> ToyDFAGrammar:
+    """`{"ab` [a|b] `"}`: the forced text `{"ab` can be spelled `ab` or `a` `b` at its end, so the
+    forced proposer learns two spellings and, at T > 0, drafts dense q rows over them."""
+    transitions = {0: {LBRACE: 1}, 1: {QUOTE: 2}, 2: {AB: 4, A: 3}, 3: {B: 4}, 4: {A: 5, B: 5, QUOTE: 6}, 5: {QUOTE: 6}, 6: {RBRACE: 7}}
+    return ToyDFAGrammar(transitions, accepting=[7], vocab_size=V, eos_token_id=EOS, token_bytes=TOKEN_BYTES)
+
+
+def test_forced_dense_spelling_drafts_keep_the_target_distribution():
+    """N = 20,000 seeded requests, chi-square at alpha = 0.001, as above; the forced proposer
+    alone, with its sampled-spelling (dense q) drafts checked to have happened > 1000 times."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        params = SamplingParams(temperature=1.0, top_p=0.95, repetition_penalty=1.1, max_tokens=10)
+        g = two_spellings_grammar()
+        exact = exact_distribution(TARGET, g, PROMPT, params, max_tokens=8)
+        forced = ForcedProposer(toy_encode, token_bytes=TOKEN_BYTES)
+        dense = Counter()
+        propose = forced.propose
+
+        def counting(context, max_tokens):
+            draft = propose(context, max_tokens)
+            dense[draft.probs is not None] += 1
+            return draft
+
+        forced.propose = counting
+        engine = Engine(CallableRunner(TARGET), eos_token_id=EOS, proposer=forced, max_draft_tokens=4, adaptive=False)
+        counts: Counter[tuple[int, ...]] = Counter()
+        for wave in range(WAVES):
+            seeds = [params.replace(seed=wave * N + i) for i in range(N // WAVES)]
+            for out in engine.generate([PROMPT] * (N // WAVES), seeds, g):
+                seq = tuple(out.token_ids) + (EOS,)
+                assert out.finish_reason == "stop" and seq in exact, f"{seq} is not in the grammar"
+                counts[seq] += 1
+    finally:
+        torch.set_num_threads(threads)
+    assert dense[True] > 1000, dense
+    outputs = sorted(exact)
+    statistic, dof, p_value = chi_square([counts[s] for s in outputs], [exact[s] for s in outputs])
+    assert p_value >= ALPHA, f"chi-square {statistic:.1f} (dof {dof}), p = {p_value:.2g} < {ALPHA}"

@@ -149,3 +149,68 @@ def test_learned_piece_rewrites_apply_to_other_forced_texts():
     first = advance(other, "{")
     draft = proposer.propose(ProposalContext("o", [1], first, SamplingParams(), other), 8)
     assert draft.token_ids == spelled(b'"', b"city", b'":', b'"')
+
+
+def test_proposes_the_spelling_the_model_used_most_often():
+    proposer = ForcedProposer(encode, token_bytes=TOKENS)
+    merged, split = spelled(b'"', b"name", b'":"'), spelled(b'"', b"name", b'":', b'"')
+
+    def write(request_id, spelling):
+        m = SetMatcher(PEOPLE)
+        out = advance(m, "{")
+        proposer.propose(ProposalContext(request_id, [1], out, SamplingParams(), m), 8)
+        for t in spelling + spelled(b"Bob"):
+            m.accept_token(t)
+        proposer.propose(ProposalContext(request_id, [1], out + spelling + spelled(b"Bob"), SamplingParams(), m), 8)
+
+    def proposal():
+        fresh = SetMatcher(PEOPLE)
+        return proposer.propose(ProposalContext("probe", [1], advance(fresh, "{"), SamplingParams(), fresh), 8).token_ids
+
+    write("a", split)
+    write("b", merged)
+    assert proposal() == merged  # one each: the latest wins the tie
+    write("c", split)
+    assert proposal() == split  # two against one
+    write("d", merged)
+    write("e", merged)
+    assert proposal() == merged  # at T > 0 the counts follow the model's most likely spelling
+
+
+def test_at_t_above_zero_a_spelling_is_drawn_from_the_observed_ones_with_dense_q():
+    import torch
+
+    proposer = ForcedProposer(encode, token_bytes=TOKENS)
+    merged, split = spelled(b'"', b"name", b'":"'), spelled(b'"', b"name", b'":', b'"')
+    for request_id, spelling in [("a", merged), ("b", split), ("c", split), ("d", split)]:
+        m = SetMatcher(PEOPLE)
+        out = advance(m, "{")
+        proposer.propose(ProposalContext(request_id, [1], out, SamplingParams(), m), 8)
+        for t in spelling + spelled(b"Bob"):
+            m.accept_token(t)
+        proposer.propose(ProposalContext(request_id, [1], out + spelling + spelled(b"Bob"), SamplingParams(), m), 8)
+
+    def draw(seed, temperature=1.0):
+        fresh = SetMatcher(PEOPLE)
+        first = advance(fresh, "{")
+        generator = torch.Generator().manual_seed(seed)
+        params = SamplingParams(temperature=temperature)
+        return proposer.propose(ProposalContext("probe", [1], first, params, fresh, generator=generator), 8), fresh
+
+    seen = {}
+    for seed in range(200):
+        draft, fresh = draw(seed)
+        assert draft.token_ids in (merged, split) and fresh.validate_tokens(draft.token_ids) == len(draft)
+        assert draft.probs is not None and draft.probs.shape == (len(draft), len(TOKENS))
+        assert torch.allclose(draft.probs.sum(1), torch.ones(len(draft)))
+        # Rows 0-1 (`"`, `name`) are shared by every spelling; row 2 splits 1 : 3.
+        assert draft.probs[0, merged[0]] == 1 and draft.probs[1, merged[1]] == 1
+        assert draft.probs[2, merged[2]] == 0.25 and draft.probs[2, split[2]] == 0.75
+        if draft.token_ids == split:
+            assert draft.probs[3, split[3]] == 1
+        seen[tuple(draft.token_ids)] = seen.get(tuple(draft.token_ids), 0) + 1
+        assert draw(seed)[0].token_ids == draft.token_ids  # a function of the generator's state
+    # Drawn with q: 200 draws at share 0.25, a binomial; the bounds hold with probability > 0.999.
+    assert 25 <= seen[tuple(merged)] <= 78
+    greedy, _ = draw(0, temperature=0.0)  # greedy: the most frequent spelling, one-hot
+    assert greedy.token_ids == split and greedy.probs is None

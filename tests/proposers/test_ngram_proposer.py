@@ -2,7 +2,7 @@ import pytest
 
 from constrained_spec.proposers import NgramProposer, ProposalContext
 from constrained_spec.sampling import SamplingParams
-from proposer_toys import PEOPLE, SetMatcher, decode, encode
+from proposer_toys import PEOPLE, TOKEN_ID, TOKENS, SetMatcher, decode, encode
 
 
 def context(prompt, output, matcher=None):
@@ -60,3 +60,48 @@ def test_deterministic():
 def test_bad_arguments():
     with pytest.raises(ValueError, match="min_n <= max_n"):
         NgramProposer(min_n=3, max_n=2)
+
+
+# ---- byte matching (token_bytes given) ----
+
+
+def test_byte_matching_copies_across_different_token_boundaries():
+    # The prompt spells `Alice` as `Ali` `ce`; the output has `Ali` `c`: no token 2-gram matches,
+    # but the bytes `Alic` do, and the match ends inside `ce`: its `e` is spelled by encode.
+    prompt = encode("x Alice, 30")
+    output = [TOKEN_ID[b"Ali"], TOKEN_ID[b"c"]]
+    assert len(NgramProposer(min_n=2).propose(context(prompt, output), 4)) == 0
+    proposer = NgramProposer(token_bytes=TOKENS, encode=encode)
+    draft = proposer.propose(context(prompt, output), 5)
+    assert decode(draft.token_ids) == b"e, 30" and draft.token_ids[0] == TOKEN_ID[b"e"]
+    assert draft.source == "ngram" and draft.probs is None
+    # Without encode, a match ending inside a token cannot be spelled: no draft.
+    assert len(NgramProposer(token_bytes=TOKENS).propose(context(prompt, output), 4)) == 0
+
+
+def test_byte_matching_needs_letters_or_digits_in_the_match():
+    # `":"` occurred before, followed by the earlier value; a match of punctuation alone is a
+    # guess, not a copy.
+    prompt = encode('{"name":"Bob","city":"')
+    proposer = NgramProposer(token_bytes=TOKENS, encode=encode)
+    assert len(proposer.propose(context(prompt, []), 4)) == 0
+    loose = NgramProposer(token_bytes=TOKENS, encode=encode, min_word_bytes=0)
+    assert decode(loose.propose(context(prompt, []), 4).token_ids).startswith(b"Bob")
+
+
+def test_byte_matching_respects_the_grammar_and_is_deterministic():
+    prompt = encode('{"name":"Alixx"}')
+    m = SetMatcher(PEOPLE)
+    out = encode('{"name":"')
+    for t in out:
+        m.accept_token(t)
+    proposer = NgramProposer(token_bytes=TOKENS, encode=encode)
+    drafts = {tuple(proposer.propose(context(prompt, out, m), 10).token_ids) for _ in range(3)}
+    assert len(drafts) == 1
+    (draft,) = drafts
+    assert decode(draft) == b"Ali" and m.validate_tokens(list(draft)) == len(draft)
+
+
+def test_byte_matching_bad_arguments():
+    with pytest.raises(ValueError, match="min_bytes"):
+        NgramProposer(token_bytes=TOKENS, min_bytes=0)

@@ -16,8 +16,9 @@ The speculative loop keeps the last committed token out of the runner and feeds 
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
@@ -104,7 +105,7 @@ class _HFState:
     pending: list[int]  # tokens not yet in the cache (the prompt, before the first score)
     cache: Any = None  # transformers DynamicCache
     length: int = 0  # tokens in the cache
-    extra: dict = field(default_factory=dict)
+    prompt: tuple[int, ...] = ()  # what start() registered, kept until its keys/values are saved
 
 
 class HFRunner:
@@ -116,14 +117,26 @@ class HFRunner:
     4 requests, 16 tokens): 2.35x faster than one forward per request (`batched=False`). Rollback crops the cache (`DynamicCache.crop(-n)` in transformers 5.x: a
     negative count removes that many).
     Only the logits of the new positions are computed (`logits_to_keep`).
+
+    Prefix cache: the keys/values of the last `prefix_cache_size` prompts are kept, and a new
+    request whose prompt shares at least `min_prefix` leading tokens with one of them starts from
+    a copy of those instead of recomputing them (chat templates, system prompts and instructions
+    repeat across requests). Keys/values depend only on the tokens before them, so the logits
+    are those of a full prefill up to float rounding (the reused ones came from a forward of
+    another length; ~3e-5 here, like batching), see tests/spec/test_model.py.
     """
 
-    def __init__(self, model: Any, batched: bool = True) -> None:
+    def __init__(self, model: Any, batched: bool = True, prefix_cache_size: int = 8, min_prefix: int = 8) -> None:
+        if prefix_cache_size < 0 or min_prefix < 1:
+            raise ValueError(f"need prefix_cache_size >= 0 and min_prefix >= 1, got {prefix_cache_size}, {min_prefix}")
         self.model = model
         self.batched = batched
         self.device = next(model.parameters()).device
         self._vocab_size = int(model.get_output_embeddings().weight.shape[0])
         self._states: dict[str, _HFState] = {}
+        self.prefix_cache_size, self.min_prefix = prefix_cache_size, min_prefix
+        self._prefixes: OrderedDict[tuple[int, ...], list[tuple[torch.Tensor, torch.Tensor]]] = OrderedDict()  # prompt -> per-layer (K, V) [1, H, L, D], LRU
+        self.prefix_hits = 0  # prompt tokens served from the prefix cache
 
     @property
     def vocab_size(self) -> int:
@@ -132,7 +145,39 @@ class HFRunner:
     def start(self, request_id: str, prompt_ids: Sequence[int]) -> None:
         if request_id in self._states:
             raise ValueError(f"request {request_id!r} already started")
-        self._states[request_id] = _HFState(pending=[int(t) for t in prompt_ids])
+        prompt = tuple(int(t) for t in prompt_ids)
+        state = _HFState(pending=list(prompt), prompt=prompt)
+        shared, layers = self._longest_prefix(prompt)
+        if shared:
+            from transformers import DynamicCache
+
+            state.cache = DynamicCache(ddp_cache_data=[(k[:, :, :shared], v[:, :, :shared]) for k, v in layers])
+            state.length, state.pending = shared, list(prompt[shared:])
+            self.prefix_hits += shared
+        self._states[request_id] = state
+
+    def _longest_prefix(self, prompt: tuple[int, ...]) -> tuple[int, list]:
+        """(tokens shared with the best cached prompt, its layers), or (0, []) below min_prefix."""
+        best, layers = 0, []
+        for key, cached in self._prefixes.items():
+            n = min(len(key), len(prompt))
+            shared = next((i for i in range(n) if key[i] != prompt[i]), n)
+            if shared > best:
+                best, layers, best_key = shared, cached, key
+        if best < self.min_prefix:
+            return 0, []
+        self._prefixes.move_to_end(best_key)
+        return best, layers
+
+    def _save_prefix(self, state: _HFState) -> None:
+        """After the first forward: keep the prompt's keys/values for later requests."""
+        prompt, state.prompt = state.prompt, ()
+        if not self.prefix_cache_size or len(prompt) < self.min_prefix or prompt in self._prefixes:
+            return
+        n = len(prompt)
+        self._prefixes[prompt] = [(k[:, :, :n].clone(), v[:, :, :n].clone()) for k, v, *_ in state.cache]
+        while len(self._prefixes) > self.prefix_cache_size:
+            self._prefixes.popitem(last=False)
 
     def _forward(self, state: _HFState, new_ids: Sequence[int]) -> torch.Tensor:
         from transformers import DynamicCache
@@ -145,6 +190,8 @@ class HFRunner:
             out = self.model(input_ids=ids, cache=state.cache, use_cache=True, logits_to_keep=len(new_ids))
         state.length += len(feed)
         state.pending = []
+        if state.prompt:
+            self._save_prefix(state)
         return out.logits[0, -len(new_ids) :].float()  # [len(new), V]
 
     def score(self, batch: Sequence[tuple[str, Sequence[int]]]) -> list[torch.Tensor]:
@@ -193,6 +240,8 @@ class HFRunner:
             state.cache = DynamicCache(ddp_cache_data=kept)
             state.length += len(feed)
             state.pending = []
+            if state.prompt:
+                self._save_prefix(state)
             results.append(out.logits[b, len(feed) - len(new) : len(feed)].float())  # [len(new), V]
         return results
 

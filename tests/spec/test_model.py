@@ -42,6 +42,38 @@ def test_hf_runner_rollback_and_ragged_batch(loaded):
         runner.rollback("b", 99)
 
 
+@pytest.mark.parametrize("batched", [False, True])
+def test_prefix_cache_reuses_shared_prompt_tokens_with_the_same_logits(loaded, batched):
+    from constrained_spec.runners import HFRunner
+
+    tok = loaded.tokenizer
+
+    def chat(text):
+        return list(tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"])
+
+    p1 = chat("Extract the person from this text as JSON. Text: Maria, 41, Valencia.")
+    p2 = chat("Extract the person from this text as JSON. Text: Kenji, 57, Osaka.")
+    shared = next(i for i, (x, y) in enumerate(zip(p1, p2)) if x != y)
+    results = {}
+    for name, runner in (("cached", HFRunner(loaded.model, batched=batched)), ("plain", HFRunner(loaded.model, batched=batched, prefix_cache_size=0))):
+        runner.start("a", p1[:-1])
+        runner.score([("a", [p1[-1], 100, 200])])
+        runner.start("b", p2[:-1])  # shares `shared` tokens with a's prompt
+        runner.start("c", p1[:-1])  # the same prompt again: all of it is reused
+        first = runner.score([("b", [p2[-1], 300]), ("c", [p1[-1]])])
+        runner.rollback("b", 1)
+        second = runner.score([("b", [5, 6])])
+        results[name] = (runner, first + second)
+    cached, plain = results["cached"][0], results["plain"][0]
+    assert cached.prefix_hits == shared + len(p1) - 1 and plain.prefix_hits == 0
+    assert cached.cached_length("b") == plain.cached_length("b") == len(p2) + 2
+    # Reused keys/values were computed in a forward of another length: equal up to float rounding.
+    for got, want in zip(results["cached"][1], results["plain"][1]):
+        torch.testing.assert_close(got, want, atol=2e-4, rtol=1e-4)
+    with pytest.raises(ValueError, match="prefix_cache_size"):
+        HFRunner(loaded.model, prefix_cache_size=-1)
+
+
 def test_greedy_speculative_equals_plain_on_default_model(loaded):
     from constrained_spec.grammar import Vocabulary, compile_json_schema
     from constrained_spec.proposers import ChainProposer, ForcedProposer, NgramProposer

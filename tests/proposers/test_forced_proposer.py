@@ -151,29 +151,31 @@ def test_learned_piece_rewrites_apply_to_other_forced_texts():
     assert draft.token_ids == spelled(b'"', b"city", b'":', b'"')
 
 
+def write_key(proposer, request_id, spelling):
+    """One request: the proposer proposes the `"name":"` key, the model commits `spelling` + Bob."""
+    m = SetMatcher(PEOPLE)
+    out = advance(m, "{")
+    proposer.propose(ProposalContext(request_id, [1], out, SamplingParams(), m), 8)
+    for t in spelling + spelled(b"Bob"):
+        m.accept_token(t)
+    proposer.propose(ProposalContext(request_id, [1], out + spelling + spelled(b"Bob"), SamplingParams(), m), 8)
+
+
 def test_proposes_the_spelling_the_model_used_most_often():
     proposer = ForcedProposer(encode, token_bytes=TOKENS)
     merged, split = spelled(b'"', b"name", b'":"'), spelled(b'"', b"name", b'":', b'"')
-
-    def write(request_id, spelling):
-        m = SetMatcher(PEOPLE)
-        out = advance(m, "{")
-        proposer.propose(ProposalContext(request_id, [1], out, SamplingParams(), m), 8)
-        for t in spelling + spelled(b"Bob"):
-            m.accept_token(t)
-        proposer.propose(ProposalContext(request_id, [1], out + spelling + spelled(b"Bob"), SamplingParams(), m), 8)
 
     def proposal():
         fresh = SetMatcher(PEOPLE)
         return proposer.propose(ProposalContext("probe", [1], advance(fresh, "{"), SamplingParams(), fresh), 8).token_ids
 
-    write("a", split)
-    write("b", merged)
+    write_key(proposer, "a", split)
+    write_key(proposer, "b", merged)
     assert proposal() == merged  # one each: the latest wins the tie
-    write("c", split)
+    write_key(proposer, "c", split)
     assert proposal() == split  # two against one
-    write("d", merged)
-    write("e", merged)
+    write_key(proposer, "d", merged)
+    write_key(proposer, "e", merged)
     assert proposal() == merged  # at T > 0 the counts follow the model's most likely spelling
 
 
@@ -183,12 +185,7 @@ def test_at_t_above_zero_a_spelling_is_drawn_from_the_observed_ones_with_dense_q
     proposer = ForcedProposer(encode, token_bytes=TOKENS)
     merged, split = spelled(b'"', b"name", b'":"'), spelled(b'"', b"name", b'":', b'"')
     for request_id, spelling in [("a", merged), ("b", split), ("c", split), ("d", split)]:
-        m = SetMatcher(PEOPLE)
-        out = advance(m, "{")
-        proposer.propose(ProposalContext(request_id, [1], out, SamplingParams(), m), 8)
-        for t in spelling + spelled(b"Bob"):
-            m.accept_token(t)
-        proposer.propose(ProposalContext(request_id, [1], out + spelling + spelled(b"Bob"), SamplingParams(), m), 8)
+        write_key(proposer, request_id, spelling)
 
     def draw(seed, temperature=1.0):
         fresh = SetMatcher(PEOPLE)

@@ -41,12 +41,17 @@ def test_cut_at_first_token_the_grammar_forbids_and_prefers_grammar_valid_copy()
     assert decode(draft.token_ids).startswith(b"Alice")
 
 
-def test_grammar_cut_with_single_candidate():
-    prompt = encode('{"name":"Alixx"}')
-    m = SetMatcher(PEOPLE)
-    out = encode('{"name":"')
+def walked(text):
+    """A PEOPLE matcher advanced along `text`, and text's tokens."""
+    m, out = SetMatcher(PEOPLE), encode(text)
     for t in out:
         m.accept_token(t)
+    return m, out
+
+
+def test_grammar_cut_with_single_candidate():
+    prompt = encode('{"name":"Alixx"}')
+    m, out = walked('{"name":"')
     draft = NgramProposer(min_n=2).propose(context(prompt, out, m), 10)
     assert decode(draft.token_ids) == b"Ali"
 
@@ -91,10 +96,7 @@ def test_byte_matching_needs_letters_or_digits_in_the_match():
 
 def test_byte_matching_respects_the_grammar_and_is_deterministic():
     prompt = encode('{"name":"Alixx"}')
-    m = SetMatcher(PEOPLE)
-    out = encode('{"name":"')
-    for t in out:
-        m.accept_token(t)
+    m, out = walked('{"name":"')
     proposer = NgramProposer(token_bytes=TOKENS, encode=encode)
     drafts = {tuple(proposer.propose(context(prompt, out, m), 10).token_ids) for _ in range(3)}
     assert len(drafts) == 1

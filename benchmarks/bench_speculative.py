@@ -9,11 +9,13 @@ against our own non-speculative constrained decoding ("none") and against transf
     python benchmarks/bench_speculative.py            # full: 12 requests x T in {0, 1}
     python benchmarks/bench_speculative.py --smoke    # 1 short task, T = 0, none/auto/xgrammar
 
-Each configuration gets a fresh engine per temperature and runs the 12 requests (4 schemas x 3
-different inputs) in order: the suffix and forced proposers learn from earlier requests, as in a
-server, but no request repeats an earlier one (`--rounds 2` adds exact repeats, which flatter
-the suffix tree). Requests of all configurations are interleaved (task by task), so load from
-other processes on the machine hits them alike; ratios within one run are what count.
+Each configuration gets a fresh engine per temperature and round and runs the 12 requests (4
+schemas x 3 different inputs) in order: the suffix and forced proposers learn from earlier
+requests, as in a server, but no request repeats an earlier one. Requests of all configurations
+are interleaved (task by task), so load from other processes on the machine hits them alike.
+`--rounds N` replicates the whole run N times (fresh engines, new seeds); tok/s is pooled over
+rounds and each ratio is the median of the per-round ratios, which a burst of load in one
+round cannot move much.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -118,9 +121,19 @@ class Row:
     drafted: int = 0
     accepted: int = 0
 
+    vs_none: list[float] = field(default_factory=list)  # per round: tok/s / none's tok/s
+    vs_xgrammar: list[float] = field(default_factory=list)
+
     @property
     def tok_s(self) -> float:
         return self.tokens / self.seconds if self.seconds else 0.0
+
+    def add(self, other: "Row") -> None:
+        self.tokens += other.tokens
+        self.seconds += other.seconds
+        self.steps += other.steps
+        self.drafted += other.drafted
+        self.accepted += other.accepted
 
     @property
     def mean_accepted(self) -> float:
@@ -181,22 +194,19 @@ class XGrammarBaseline:
 
 
 def print_table(rows: list[Row]) -> None:
+    """tok/s pooled over rounds; ratios: the median over rounds of the per-round ratio."""
     print(f"\n{'T':>3}  {'config':<22} {'tokens':>6} {'tok/s':>7} {'mean acc. len':>13} {'draft acc.':>10} {'vs none':>8} {'vs xgr':>7}")
-    for temperature in sorted({r.temperature for r in rows}):
-        group = [r for r in rows if r.temperature == temperature]
-        base = next((r for r in group if r.config == "none"), None)
-        xgr = next((r for r in group if r.config == "transformers+xgrammar"), None)
-        for r in group:
-            acc = f"{r.accepted / r.drafted:.2f}" if r.drafted else "-"
-            vs_none = f"{r.tok_s / base.tok_s:.2f}x" if base and base.tok_s else "-"
-            vs_xgr = f"{r.tok_s / xgr.tok_s:.2f}x" if xgr and xgr.tok_s else "-"
-            print(f"{temperature:>3g}  {r.config:<22} {r.tokens:>6} {r.tok_s:>7.1f} {r.mean_accepted:>13.2f} {acc:>10} {vs_none:>8} {vs_xgr:>7}")
+    for r in sorted(rows, key=lambda r: r.temperature):
+        acc = f"{r.accepted / r.drafted:.2f}" if r.drafted else "-"
+        vs_none = f"{statistics.median(r.vs_none):.2f}x" if r.vs_none else "-"
+        vs_xgr = f"{statistics.median(r.vs_xgrammar):.2f}x" if r.vs_xgrammar else "-"
+        print(f"{r.temperature:>3g}  {r.config:<22} {r.tokens:>6} {r.tok_s:>7.1f} {r.mean_accepted:>13.2f} {acc:>10} {vs_none:>8} {vs_xgr:>7}")
 
 
 def main(argv: list[str] | None = None) -> list[Row]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--smoke", action="store_true", help="1 short task, T = 0, configs none/auto + xgrammar (for the test)")
-    parser.add_argument("--rounds", type=int, default=1, help="passes over the task list per configuration (repeats are exact repeats)")
+    parser.add_argument("--rounds", type=int, default=1, help="independent replications (fresh engines, new seeds); ratios are their median")
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--max-draft", type=int, default=8, help="most draft tokens per step")
     parser.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 1.0])
@@ -235,25 +245,31 @@ def main(argv: list[str] | None = None) -> list[Row]:
     xgr = None if args.no_xgrammar else XGrammarBaseline(loaded)
     rows: list[Row] = []
     for temperature in temperatures:
-        # Fresh engines (fresh proposer state) per temperature. Requests interleave across
-        # configurations, so load from other processes hits every configuration alike.
-        engines = {c: build_engine(loaded, draft=c, max_draft_tokens=args.max_draft, vocabulary=vocabulary) for c in configs}
-        group = {c: Row(c, temperature) for c in configs}
-        if xgr is not None:
-            group["transformers+xgrammar"] = Row("transformers+xgrammar", temperature)
+        names = configs + (["transformers+xgrammar"] if xgr is not None else [])
+        group = {c: Row(c, temperature) for c in names}
         for r in range(rounds):
+            # Each round is an independent replication: fresh engines (cold proposers), new
+            # seeds. Requests interleave across configurations, so load from other processes
+            # hits every configuration alike; per-round ratios are robust to bursts of it.
+            engines = {c: build_engine(loaded, draft=c, max_draft_tokens=args.max_draft, vocabulary=vocabulary) for c in configs}
+            this = {c: Row(c, temperature) for c in names}
             for i, task in enumerate(tasks):
                 seed = 1000 * r + i
                 for c in configs:
-                    text = run_ours(engines[c], loaded, vocabulary, task, temperature, seed, max_tokens, group[c])
+                    text = run_ours(engines[c], loaded, vocabulary, task, temperature, seed, max_tokens, this[c])
                     if args.show:
                         print(f"  [{c}] {text}")
                 if xgr is not None:
-                    text = xgr.run(task, temperature, seed, max_tokens, group["transformers+xgrammar"])
+                    text = xgr.run(task, temperature, seed, max_tokens, this["transformers+xgrammar"])
                     if args.show:
                         print(f"  [xgrammar] {text}")
-        for row in group.values():
-            print(f"  T={temperature:g} {row.config:<22} {row.tok_s:6.1f} tok/s, mean accepted length {row.mean_accepted:.2f}", flush=True)
+            for c, row in this.items():
+                group[c].add(row)
+                if "none" in this and this["none"].tok_s:
+                    group[c].vs_none.append(row.tok_s / this["none"].tok_s)
+                if xgr is not None and this["transformers+xgrammar"].tok_s:
+                    group[c].vs_xgrammar.append(row.tok_s / this["transformers+xgrammar"].tok_s)
+                print(f"  T={temperature:g} round {r + 1} {c:<22} {row.tok_s:6.1f} tok/s, mean accepted length {row.mean_accepted:.2f}", flush=True)
         rows.extend(group.values())
     print_table(rows)
     return rows

@@ -1,12 +1,11 @@
-"""The exact output distribution of plain (non-speculative) constrained sampling, by enumeration,
-and a chi-square goodness-of-fit test against observed engine outputs."""
+"""The exact output distribution of plain (non-speculative) constrained sampling, by enumeration
+(the tests compare engine outputs with it through `selfcheck.chi_square`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
-from scipy.stats import chi2
 
 from constrained_spec.bitmask import new_bitmask
 from constrained_spec.sampling import SamplingParams, process_logits
@@ -44,21 +43,3 @@ def exact_outcomes(model: Callable, grammar, prompt: Sequence[int], params: Samp
             else:
                 stack.append((nxt, child, q))
     return out
-
-
-def chi_square_pvalue(observed: Mapping, expected: Mapping, min_expected: float = 5.0) -> tuple[float, int, float]:
-    """Pearson chi-square of observed counts against expected counts (same keys; cells expected
-    fewer than `min_expected` times pooled). Observed keys missing from `expected` are a failure
-    the caller checks first. Returns (statistic, degrees of freedom, p-value)."""
-    bins, pooled_o, pooled_e = [], 0.0, 0.0
-    for key, e in expected.items():
-        o = observed.get(key, 0)
-        if e < min_expected:
-            pooled_o, pooled_e = pooled_o + o, pooled_e + e
-        else:
-            bins.append((o, e))
-    if pooled_e > 0:
-        bins.append((pooled_o, pooled_e))
-    stat = sum((o - e) ** 2 / e for o, e in bins)
-    dof = len(bins) - 1
-    return stat, dof, float(chi2.sf(stat, dof))

@@ -228,6 +228,8 @@ def main(argv: list[str] | None = None) -> list[Row]:
     unknown = set(configs) - set(CONFIGS)
     if unknown:
         parser.error(f"unknown configs {sorted(unknown)}; choose from {CONFIGS}")
+    if rounds < 1 or max_tokens < 1:
+        parser.error(f"--rounds and --max-tokens must be >= 1, got {rounds} and {max_tokens}")
 
     from constrained_spec.engine_setup import make_vocabulary
     from constrained_spec.models import load_model

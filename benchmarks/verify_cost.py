@@ -68,8 +68,10 @@ def main(argv: list[str] | None = None) -> dict:
         args.dtypes, args.sizes, args.repeats, args.context = ["float32"], [1, 2], 2, 32
     if args.threads:
         torch.set_num_threads(args.threads)
-    if 1 not in args.sizes:
-        parser.error("--sizes must include 1 (costs are relative to scoring one token)")
+    if 1 not in args.sizes or min(args.sizes) < 1:
+        parser.error(f"--sizes must be >= 1 and include 1 (costs are relative to scoring one token), got {args.sizes}")
+    if args.repeats < 1 or args.context < 1:
+        parser.error(f"--repeats and --context must be >= 1, got {args.repeats} and {args.context}")
     from constrained_spec.models import load_model
 
     context = torch.randint(100, 40000, (1, args.context), generator=torch.Generator().manual_seed(0))

@@ -16,6 +16,7 @@ The speculative loop keeps the last committed token out of the runner and feeds 
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -158,16 +159,12 @@ class HFRunner:
 
     def _longest_prefix(self, prompt: tuple[int, ...]) -> tuple[int, list]:
         """(tokens shared with the best cached prompt, its layers), or (0, []) below min_prefix."""
-        best, layers = 0, []
-        for key, cached in self._prefixes.items():
-            n = min(len(key), len(prompt))
-            shared = next((i for i in range(n) if key[i] != prompt[i]), n)
-            if shared > best:
-                best, layers, best_key = shared, cached, key
-        if best < self.min_prefix:
+        shared = {key: len(os.path.commonprefix([key, prompt])) for key in self._prefixes}
+        best_key = max(shared, key=shared.get, default=None)
+        if best_key is None or shared[best_key] < self.min_prefix:
             return 0, []
         self._prefixes.move_to_end(best_key)
-        return best, layers
+        return shared[best_key], self._prefixes[best_key]
 
     def _save_prefix(self, state: _HFState) -> None:
         """After the first forward: keep the prompt's keys/values for later requests."""

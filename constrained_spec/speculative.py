@@ -123,7 +123,6 @@ class Engine:
         self.adaptive = adaptive
         self.kernel_backend = kernel_backend
         self.policy_factory = policy_factory or (lambda k: DraftLengthPolicy(k))
-        self._feedback = getattr(proposer, "verified", None)  # optional: learns acceptance per step
         self._requests: dict[str, _Request] = {}
         self._incoming: list[_Request] = []
         self._incoming_ids: set[str] = set()
@@ -356,8 +355,9 @@ class Engine:
                 r.matcher.accept_token(tokens[m])
         r.stats.record(k, m, plan.draft.num_forced, len(tokens))
         r.policy.observe(k, m)
-        if k and self._feedback is not None:
-            self._feedback(r.request_id, k, m)
+        feedback = getattr(self.proposer, "verified", None)  # optional: learns acceptance per step
+        if k and feedback is not None:
+            feedback(r.request_id, k, m)
         new: list[int] = []
         for token in tokens:
             r.sampled += 1

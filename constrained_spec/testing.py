@@ -13,6 +13,7 @@ Public so users can run the whole engine without a real model (`CallableRunner(T
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 
 import torch
@@ -207,13 +208,10 @@ class ToyDFAMatcher:
         while stack:  # depth first; a path only matters up to the length of `common`
             state, text = stack.pop()
             limit = max_bytes if common is None else len(common)
-            edges = self.grammar.transitions.get(state, {})
-            if state in self.grammar.accepting or len(text) >= limit or not edges:
-                if state in self.grammar.accepting or len(text) >= limit:  # dead ends do not count
-                    end = text[:limit]
-                    common = end if common is None else common[: _shared(common, end)]
+            if state in self.grammar.accepting or len(text) >= limit:
+                common = text[:limit] if common is None else os.path.commonprefix([common, text])
                 continue
-            for token, nxt in edges.items():
+            for token, nxt in self.grammar.transitions.get(state, {}).items():  # none: a dead end
                 stack.append((nxt, text + (token_bytes[token] or b"")))
         return (common or b"")[:max_bytes]
 
@@ -222,12 +220,3 @@ class ToyDFAMatcher:
         other._states = list(self._states)
         other._terminated = self._terminated
         return other
-
-
-def _shared(a: bytes, b: bytes) -> int:
-    """Length of the common prefix of a and b."""
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n

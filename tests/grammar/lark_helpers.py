@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import lark
 import torch
 
@@ -22,18 +24,21 @@ def lark_accepts(parser: lark.Lark, text: str) -> bool:
         return False
 
 
-def completion_exists(matcher, eos: int, depth: int) -> bool:
-    """Bounded search over allowed tokens for a path to an accepting state."""
+def completion_exists(matcher, eos: int, depth: int, prefer: Sequence[int] = ()) -> bool:
+    """Bounded search over allowed tokens for a path to an accepting state. Tokens in `prefer`
+    are tried first, in that order (closing tokens find a completion on the first branch, so
+    only a failing search walks the whole bounded tree)."""
     if matcher.is_accepting():
         return True
     if depth == 0:
         return False
-    for tok in allowed_ids(matcher):
+    rank = {token: i for i, token in enumerate(prefer)}
+    for tok in sorted(allowed_ids(matcher), key=lambda t: rank.get(t, len(rank))):
         if tok == eos:
             return True
         child = matcher.fork()
         child.accept_token(tok)
-        if completion_exists(child, eos, depth - 1):
+        if completion_exists(child, eos, depth - 1, prefer):
             return True
     return False
 

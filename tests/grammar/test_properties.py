@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from constrained_spec.grammar import GrammarError, Vocabulary, compile_json_schema, compile_regex
 from constrained_spec.grammar.lark_engine import compile_lark
 
-from lark_helpers import allowed_ids, mask_tensor
+from lark_helpers import allowed_ids, completion_exists, mask_tensor
 
 # printable ASCII one char per token, plus tokens spanning several JSON pieces
 TOKENS = ["<eos>"] + [chr(c) for c in range(0x20, 0x7F)] + ['{"', '":', '",', '"}', "true", "null", "12", "ab", "é", '\\"']
@@ -134,20 +134,7 @@ def test_regex_json_no_dead_ends_exhaustive(vocab, which):
     assert alive == set(seen), f"dead-end states reachable: {sorted(set(seen) - alive)[:5]}"
 
 
-def _completes(matcher, depth: int) -> bool:
-    """Bounded depth-first search for an accepting continuation, closing brackets first (so a
-    completion is usually found on the first branch; failing needs the whole bounded tree)."""
-    if matcher.is_accepting():
-        return True
-    if depth == 0:
-        return False
-    preferred = {TOKENS.index(t): i for i, t in enumerate(["]", "1", "true"])}
-    for token in sorted(allowed_ids(matcher), key=lambda t: preferred.get(t, len(preferred))):
-        child = matcher.fork()
-        child.accept_token(token)
-        if _completes(child, depth - 1):
-            return True
-    return False
+_CLOSING_FIRST = [TOKENS.index(t) for t in ("]", "1", "true")]  # completion_exists tries these first
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -164,4 +151,4 @@ def test_lark_no_dead_ends_bounded(vocab, data):
             continue
         child = m.fork()
         child.accept_token(token)
-        assert _completes(child, depth), f"dead end after {[TOKENS[t] for t in taken + [token]]}"
+        assert completion_exists(child, EOS, depth, _CLOSING_FIRST), f"dead end after {[TOKENS[t] for t in taken + [token]]}"

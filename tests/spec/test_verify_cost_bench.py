@@ -22,3 +22,5 @@ def test_smoke_mode_measures_a_cost_curve_and_row_drift(capsys):
     assert "float32: one token" in out and "vs 1" in out
     with pytest.raises(SystemExit):
         module.main(["--sizes", "2", "4"])  # costs are relative to one token: 1 is required
+    with pytest.raises(SystemExit):
+        module.main(["--repeats", "0"])

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .server_protocol import ApiError
-from .tools import ToolPlan, parse_calls, split_auto_output
+from .tools import CALL_START, ToolPlan, parse_calls, split_auto_output
 
 __all__ = ["ChoiceOutput"]
 
@@ -54,7 +54,7 @@ class ChoiceOutput:
             ids = ids[:-1]
         self.token_ids = ids
         text, hit = self._decode(ids), False
-        if self.stops and not (self.mode == "auto" and text.startswith("<")):
+        if self.stops and not (self.mode == "auto" and text.startswith(CALL_START)):
             text, hit = _cut_at_stop(text, self.stops)
         self.text = text
         stats = getattr(output, "stats", None)
@@ -70,7 +70,7 @@ class ChoiceOutput:
         """auto mode: True / False once known, None while the text could still become a call."""
         if not self.text:
             return None if not self.finished else False
-        return self.text.startswith("<")  # the auto grammar's text branch cannot start with "<"
+        return self.text.startswith(CALL_START)  # the auto grammar's text branch cannot start with it
 
     def content_delta(self) -> str:
         """New content text safe to stream now ("" if none)."""

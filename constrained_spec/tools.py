@@ -24,6 +24,7 @@ from .server_protocol import ApiError, ChatMessage, NamedToolChoice, Tool
 __all__ = [
     "TOOL_CALL_OPEN",
     "TOOL_CALL_CLOSE",
+    "CALL_START",
     "ToolPlan",
     "plan_tools",
     "calls_schema",
@@ -35,6 +36,7 @@ __all__ = [
 
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"
+CALL_START = TOOL_CALL_OPEN[0]  # in "auto" mode a call starts with it and plain text never does
 _EMPTY_OBJECT = {"type": "object", "properties": {}, "additionalProperties": False}
 
 
@@ -79,7 +81,7 @@ def calls_schema(tools: Sequence[Tool], parallel: bool) -> dict[str, Any]:
 # Plain text in "auto" mode may not start with "<": then the first character decides between
 # text and a call. (Excluding only the full marker needs a regex whose token-level DFA takes
 # minutes to build on a 49k vocabulary; this one builds in a few seconds.)
-_TEXT_BRANCH = r"(?:[^<][\s\S]*)?"
+_TEXT_BRANCH = rf"(?:[^{CALL_START}][\s\S]*)?"  # "<" needs no escape in a class
 
 
 def text_or_calls_regex(schema: dict[str, Any]) -> str:

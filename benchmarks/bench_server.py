@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = _run(args.base_url, args)
     else:
         from constrained_spec.api import Generator
-        from constrained_spec.server import BackgroundServer, create_app
+        from constrained_spec.server.app import BackgroundServer, create_app
 
         with BackgroundServer(create_app(Generator(draft=args.draft, verbose=False))) as server:
             rows = _run(server.base_url, args)

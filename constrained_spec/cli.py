@@ -191,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "verify":
             return _run_verify(args)
         if args.command == "serve":  # imported lazily: fastapi is an optional extra
-            from .server import ServerConfig, serve
+            from .server.app import ServerConfig, serve
 
             config = ServerConfig(max_tokens_limit=args.max_tokens_limit, max_in_flight=args.max_in_flight)
             serve(args.host, args.port, args.model, draft=args.draft, config=config)

@@ -6,7 +6,7 @@ import pytest
 @pytest.fixture(scope="session")
 def live_server():
     from constrained_spec.api import Generator
-    from constrained_spec.server import BackgroundServer, ServerConfig, create_app
+    from constrained_spec.server.app import BackgroundServer, ServerConfig, create_app
 
     generator = Generator(verbose=False)
     config = ServerConfig(max_tokens_limit=512, max_n=4, max_request_bytes=200_000)

@@ -12,6 +12,6 @@ def test_serve_subcommand_options():
 
 
 def test_package_import_does_not_load_fastapi():
-    code = "import sys, constrained_spec, constrained_spec.tools; print('fastapi' in sys.modules, 'uvicorn' in sys.modules)"
+    code = "import sys, constrained_spec, constrained_spec.server.tools; print('fastapi' in sys.modules, 'uvicorn' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]

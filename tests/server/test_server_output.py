@@ -3,9 +3,9 @@ character, complete calls become validated tool_calls."""
 
 from types import SimpleNamespace
 
-from constrained_spec.server_protocol import Tool
-from constrained_spec.server_output import ChoiceOutput
-from constrained_spec.tools import plan_tools
+from constrained_spec.server.protocol import Tool
+from constrained_spec.server.output import ChoiceOutput
+from constrained_spec.server.tools import plan_tools
 
 WEATHER = Tool.model_validate({"type": "function", "function": {
     "name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}})

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from constrained_spec.server_protocol import ApiError, chunk_body, completion_body, parse_request
+from constrained_spec.server.protocol import ApiError, chunk_body, completion_body, parse_request
 
 
 def _body(**fields):

@@ -6,8 +6,8 @@ import re
 import jsonschema
 import pytest
 
-from constrained_spec.server_protocol import ApiError, ChatMessage, NamedToolChoice, Tool
-from constrained_spec.tools import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, parse_calls, plan_tools, render_messages, split_auto_output
+from constrained_spec.server.protocol import ApiError, ChatMessage, NamedToolChoice, Tool
+from constrained_spec.server.tools import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, parse_calls, plan_tools, render_messages, split_auto_output
 
 WEATHER = Tool.model_validate({"type": "function", "function": {
     "name": "get_weather", "description": "Weather in a city",

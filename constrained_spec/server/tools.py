@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .server_protocol import ApiError, ChatMessage, NamedToolChoice, Tool
+from .protocol import ApiError, ChatMessage, NamedToolChoice, Tool
 
 __all__ = [
     "TOOL_CALL_OPEN",
@@ -92,7 +92,7 @@ def text_or_calls_regex(schema: dict[str, Any]) -> str:
         calls = build_regex_from_schema(json.dumps(schema))
     except Exception as exc:  # outlines-core raises its own ValueError subclasses for unsupported schemas
         raise ApiError(400, f"unsupported tool parameters schema: {exc}", param="tools") from None
-    from .grammar.regex_backend import regex_escape
+    from ..grammar.regex_backend import regex_escape
 
     return f"{_TEXT_BRANCH}|{regex_escape(TOOL_CALL_OPEN)}(?:{calls}){regex_escape(TOOL_CALL_CLOSE)}"
 

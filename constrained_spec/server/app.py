@@ -25,12 +25,12 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .chat import schema_instruction
-from .grammar.protocol import GrammarError
-from .sampling import SamplingParams
-from .server_output import ChoiceOutput
-from .server_protocol import ApiError, ChatRequest, chunk_body, completion_body, error_body, new_id, parse_request, usage_body
-from .server_worker import EngineFailure, EngineWorker
+from ..chat import schema_instruction
+from ..grammar.protocol import GrammarError
+from ..sampling import SamplingParams
+from .output import ChoiceOutput
+from .protocol import ApiError, ChatRequest, chunk_body, completion_body, error_body, new_id, parse_request, usage_body
+from .worker import EngineFailure, EngineWorker
 from .tools import ToolPlan, plan_tools, render_messages
 
 __all__ = ["ServerConfig", "create_app", "serve", "BackgroundServer"]
@@ -330,7 +330,7 @@ def serve(host: str = "127.0.0.1", port: int = 8000, model: str | None = None, *
     """Load the model and serve it until interrupted (the CLI's `constrained-spec serve`)."""
     import uvicorn
 
-    from .api import Generator
+    from ..api import Generator
 
     app = create_app(Generator(model, draft=draft), config)
     uvicorn.run(app, host=host, port=port, log_level=log_level)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .server_protocol import ApiError
+from .protocol import ApiError
 from .tools import CALL_START, ToolPlan, parse_calls, split_auto_output
 
 __all__ = ["ChoiceOutput"]

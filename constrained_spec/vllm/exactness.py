@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from .runtime import model_folder, vllm_env, vllm_python
+from .runtime import model_folder, vllm_cwd, vllm_env, vllm_python
 
 __all__ = ["PROMPT", "SCHEMA", "VllmExactnessReport", "homogeneity_test", "sample_counts", "run_vllm_check"]
 
@@ -93,7 +93,7 @@ def sample_counts(mode: str, samples: int, seed: int, model: str, log: Callable[
     cmd = [vllm_python(), "-m", "constrained_spec.vllm.exactness", "--mode", mode, "--samples", str(samples), "--seed", str(seed), "--model", str(model)]
     if log:
         log(f"vLLM {mode} engine{'' if fix else ' (without the #55005 fix)'}: {samples} samples ...")
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200)
+    done = subprocess.run(cmd, env=env, cwd=vllm_cwd(), capture_output=True, text=True, timeout=1200)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode != 0 or not lines:
         raise RuntimeError(f"the vLLM {mode} run failed (exit {done.returncode}):\n{done.stderr[-3000:]}")

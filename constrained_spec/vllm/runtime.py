@@ -12,9 +12,10 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import tempfile
 from pathlib import Path
 
-__all__ = ["VllmUnavailable", "vllm_python", "vllm_env", "model_folder"]
+__all__ = ["VllmUnavailable", "vllm_python", "vllm_env", "vllm_cwd", "model_folder"]
 
 REPO_VENV = Path(__file__).resolve().parents[2] / ".venv-vllm"
 
@@ -59,6 +60,13 @@ def vllm_env(threads: int = 2, kv_cache_gib: int = 1) -> dict[str, str]:
     for key, value in defaults.items():
         env.setdefault(key, value)
     return env
+
+
+def vllm_cwd() -> str:
+    """The working directory for vLLM subprocesses: not the repository root, where a stale
+    `constrained_spec.egg-info` from an older install would shadow the installed entry points
+    (importlib.metadata reads the first copy on sys.path) and hide our plugin."""
+    return tempfile.gettempdir()
 
 
 def model_folder(model: str | os.PathLike | None = None) -> Path:

@@ -316,7 +316,7 @@ class Engine:
         width = bitmask_width(vocab)
         groups: dict[tuple, list[int]] = {}
         for i, r in enumerate(active):
-            groups.setdefault(_processing_key(r.params), []).append(i)
+            groups.setdefault(r.params.processing_key(), []).append(i)
         out: list[torch.Tensor | None] = [None] * len(active)
         for members in groups.values():
             params = active[members[0]].params
@@ -324,7 +324,7 @@ class Engine:
             bitmask = None
             if any(plans[i].bitmask is not None for i in members):
                 bitmask = torch.cat([_fit_width(plans[i].bitmask, len(plans[i].draft) + 1, width) for i in members])  # [rows, W]
-            if params.repetition_penalty != 1.0 or params.presence_penalty or params.frequency_penalty:
+            if params.needs_history:
                 counts, prompt_mask = history_tensors(
                     [(active[i].prompt_ids, active[i].output_ids, plans[i].draft.token_ids) for i in members], vocab, device
                 )
@@ -413,14 +413,6 @@ class Engine:
             stats=r.stats,
             text=r.text,
         )
-
-
-def _processing_key(params: SamplingParams) -> tuple:
-    """The fields `process_logits` reads: requests equal here share one processing call."""
-    return (
-        params.temperature, params.top_k, params.top_p, params.min_p, params.repetition_penalty,
-        params.presence_penalty, params.frequency_penalty, tuple(sorted(params.logit_bias.items())),
-    )
 
 
 def _fit_width(bitmask: torch.Tensor | None, rows: int, width: int) -> torch.Tensor:

@@ -11,7 +11,7 @@ way gpt-fast and vLLM build theirs:
 - A request whose feed is longer than the largest draft bucket (a prompt) runs alone over its slot.
 - Prefix cache: the keys/values of the last `prefix_cache_size` prompts are kept; a request whose
   prompt shares >= `min_prefix` leading tokens copies them into its slot once.
-- `compile=True` runs the batch forward through `torch.compile` at fixed shapes: the feed width is
+- `compile=True` (default on CUDA) runs the batch forward through `torch.compile` at fixed shapes: the feed width is
   padded to a draft-length bucket (`buckets`), the slot range to a power of two, the attention
   window to the whole capacity; on CUDA with mode "reduce-overhead" (CUDA graphs, one per bucket).
   Each bucket is compiled once at construction (the warm-up, logged) and reused.
@@ -58,7 +58,8 @@ class StaticRunner:
 
     def __init__(
         self, model: Any, *, compile: bool | None = None, buckets: Sequence[int] = DRAFT_BUCKETS,
-        slots: int = 1, capacity: int = 512, prefix_cache_size: int = 8, min_prefix: int = 8, verbose: bool = False,
+        slots: int = 1, capacity: int = 512, prefix_cache_size: int = 8, min_prefix: int = 8,
+        compile_backend: str = "inductor",
     ) -> None:
         if prefix_cache_size < 0 or min_prefix < 1:
             raise ValueError(f"need prefix_cache_size >= 0 and min_prefix >= 1, got {prefix_cache_size}, {min_prefix}")
@@ -68,7 +69,6 @@ class StaticRunner:
         self.device = self.net.embed.device
         self.buckets = tuple(buckets)
         self.compiled = default_compile(self.device) if compile is None else bool(compile)
-        self.verbose = verbose
         self._vocab_size = int(self.net.lm_head.shape[0])
         self._slots: dict[str, _Slot] = {}
         self.prefix_cache_size, self.min_prefix = prefix_cache_size, min_prefix
@@ -77,8 +77,14 @@ class StaticRunner:
         self.warmup_s = 0.0
         self._forward = self.net.forward
         if self.compiled:
-            mode = "reduce-overhead" if self.device.type == "cuda" else "default"
-            self._forward = torch.compile(self.net.forward, mode=mode, dynamic=False)
+            # CUDA graphs need inductor; tests pass backend "eager" to trace the same fixed shapes fast.
+            mode = "reduce-overhead" if self.device.type == "cuda" and compile_backend == "inductor" else None
+            self._forward = torch.compile(self.net.forward, backend=compile_backend, mode=mode, dynamic=False)
+            import torch._dynamo.config as dynamo_config
+
+            # One graph per (width bucket, slot count, cache size): more than dynamo's default of 8,
+            # past which it would silently run eager.
+            dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, 16 * len(self.buckets))
             self._warm_up()
 
     @property
@@ -130,6 +136,7 @@ class StaticRunner:
             if len(feed) > self.buckets[-1]:  # a prompt: alone over its slot, eager, exact width
                 out = self._run([(slot, feed)], slot.index, slot.index + 1, len(feed), compiled=False)
                 hidden[i] = out[0, len(feed) - new : len(feed)]
+                self._advance(slot, len(feed))  # before the batch below, where this slot may ride along
         if short:
             slots = [feeds[i][0] for i in short]
             low, high = min(s.index for s in slots), max(s.index for s in slots) + 1
@@ -140,13 +147,16 @@ class StaticRunner:
             for i in short:
                 slot, feed, new = feeds[i]
                 hidden[i] = out[slot.index - low, len(feed) - new : len(feed)]
-        for slot, feed, _ in feeds:
-            slot.length += len(feed)
-            slot.pending = ()
-            if slot.prompt:
-                self._save_prefix(slot)
+                self._advance(slot, len(feed))
         sizes = [h.shape[0] for h in hidden]
         return list(self.net.logits(torch.cat(hidden)).split(sizes))  # [len(new), V] each
+
+    def _advance(self, slot: _Slot, count: int) -> None:
+        """`count` fed tokens are now in the slot: move its length; keep a new prompt for reuse."""
+        slot.length += count
+        slot.pending = ()
+        if slot.prompt:
+            self._save_prefix(slot)
 
     def _run(self, items: list[tuple[_Slot, list[int]]], low: int, high: int, width: int, compiled: bool) -> torch.Tensor:
         """One forward over slots low..high-1 `[high - low, width]`; returns hidden `[rows, width, E]`.

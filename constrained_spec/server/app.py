@@ -31,7 +31,7 @@ from ..sampling import SamplingParams
 from .output import ChoiceOutput
 from .protocol import ApiError, ChatRequest, chunk_body, completion_body, error_body, new_id, parse_request, usage_body
 from .worker import EngineFailure, EngineWorker
-from .tools import ToolPlan, plan_tools, render_messages
+from .tools import ContentFormat, ToolPlan, constraint_grammar, plan_tools, render_messages
 
 __all__ = ["ServerConfig", "create_app", "serve", "BackgroundServer"]
 
@@ -41,12 +41,14 @@ log = logging.getLogger("constrained_spec.server")
 @dataclass(frozen=True)
 class ServerConfig:
     """Bounds on what one request may ask for. Larger requests get a 400 / 413, and a request that
-    would exceed `max_in_flight` engine requests gets a 429."""
+    would exceed `max_in_flight` engine requests gets a 429. Without `max_tokens`, a reply may
+    use the rest of the model's context (OpenAI's default), capped by `default_max_tokens` and
+    `max_tokens_limit` when they are set."""
 
     max_request_bytes: int = 1 << 20
     max_prompt_tokens: int = 4096
-    max_tokens_limit: int = 2048
-    default_max_tokens: int = 256
+    max_tokens_limit: int | None = None  # None: the model's context is the only limit
+    default_max_tokens: int | None = None  # None: the context left after the prompt
     max_n: int = 8
     max_in_flight: int = 64
     model_aliases: tuple[str, ...] = field(default=("default",))
@@ -79,33 +81,73 @@ class ChatService:
             raise ApiError(404, f"the model '{name}' does not exist; this server serves '{self.model_name}'",
                            param="model", code="model_not_found")
 
-    def _constraint(self, req: ChatRequest, plan: ToolPlan) -> tuple[dict[str, Any], str | None, str]:
-        """(compile_constraint kwargs, prompt hint, param to blame for a compile error)."""
+    def _content_format(self, req: ChatRequest) -> ContentFormat:
         fmt = req.response_format
-        kind = fmt.type if fmt is not None else "text"
-        if plan.mode != "none" and kind != "text":
-            raise ApiError(400, f"response_format '{kind}' cannot be combined with tool_choice '{plan.mode}'; "
-                           "set tool_choice to 'none' or drop response_format", param="response_format")
-        if plan.mode == "required":
-            return {"schema": plan.schema}, None, "tools"
-        if plan.mode == "auto":
-            return {"regex": plan.regex}, None, "tools"
-        if kind == "json_object":
-            return {"json_object": True}, "Answer with a JSON object.", "response_format"
-        if kind == "json_schema":
-            schema = fmt.json_schema.schema_ if fmt.json_schema is not None else None
-            if schema is None:
-                raise ApiError(400, "response_format.json_schema needs a 'schema'", param="response_format.json_schema.schema")
-            return {"schema": schema}, schema_instruction(schema), "response_format"
-        return {}, None, "response_format"
+        if fmt is None or fmt.type == "text":
+            return ContentFormat()
+        if fmt.type == "json_object":
+            return ContentFormat("json_object")
+        schema = fmt.json_schema.schema_ if fmt.json_schema is not None else None
+        if schema is None:
+            raise ApiError(400, "response_format.json_schema needs a 'schema'", param="response_format.json_schema.schema")
+        return ContentFormat("json_schema", schema)
 
-    def _max_tokens(self, req: ChatRequest) -> int:
+    def _compile(self, plan: ToolPlan, content: ContentFormat) -> Any:
+        """The reply's grammar (None: unconstrained text). Tool calls, alone or together with a
+        response format, compile through the grammar layer's IR; a response format alone as a
+        schema / JSON-object constraint."""
+        from ..grammar import compile as compile_grammar
+
+        blame = "response_format"
+        try:
+            if plan.mode != "none":
+                blame = "tools"
+                ir = constraint_grammar(plan, content)
+                return compile_grammar(ir=ir, vocab=self.generator.vocabulary, backend=self.generator.backend)
+            if content.kind == "json_object":
+                return self.generator.compile_constraint(json_object=True)
+            if content.kind == "json_schema":
+                return self.generator.compile_constraint(schema=content.schema)
+            return None
+        except (GrammarError, ValueError) as exc:
+            raise ApiError(400, f"invalid or unsupported {'schema' if blame == 'response_format' else 'tool schema'}: {exc}",
+                           param=blame) from None
+
+    @staticmethod
+    def _hint(plan: ToolPlan, content: ContentFormat) -> str | None:
+        """The sentence about the JSON to write, when the reply may be content in a JSON format
+        (under "required" / a named tool the reply is calls; the format applies to later turns)."""
+        if plan.mode == "required" or content.kind == "text":
+            return None
+        if content.kind == "json_object":
+            return "Answer with a JSON object."
+        return schema_instruction(content.schema)
+
+    @property
+    def context_length(self) -> int | None:
+        config = getattr(getattr(self.generator.loaded, "model", None), "config", None)
+        value = getattr(config, "max_position_embeddings", None)
+        return int(value) if isinstance(value, int) and value > 0 else None
+
+    def _max_tokens(self, req: ChatRequest, prompt_tokens: int) -> int:
+        """The request's max_tokens, or by default the context left after the prompt (capped by
+        the server's limits when they are set)."""
+        param = "max_completion_tokens" if req.max_completion_tokens is not None else "max_tokens"
+        context = self.context_length
+        remaining = None if context is None else context - prompt_tokens
+        if remaining is not None and remaining < 1:
+            raise ApiError(400, f"the prompt has {prompt_tokens} tokens, which fills the model's context of {context}",
+                           param="messages", code="context_length_exceeded")
         wanted = req.requested_max_tokens
+        limit = self.config.max_tokens_limit
         if wanted is None:
-            return self.config.default_max_tokens
-        if wanted > self.config.max_tokens_limit:
-            param = "max_completion_tokens" if req.max_completion_tokens is not None else "max_tokens"
-            raise ApiError(400, f"{param}={wanted} is above this server's limit of {self.config.max_tokens_limit}", param=param)
+            candidates = [v for v in (remaining, limit, self.config.default_max_tokens) if v is not None]
+            return min(candidates) if candidates else 4096
+        if limit is not None and wanted > limit:
+            raise ApiError(400, f"{param}={wanted} is above this server's limit of {limit}", param=param)
+        if remaining is not None and wanted > remaining:
+            raise ApiError(400, f"{param}={wanted} plus the prompt's {prompt_tokens} tokens exceed the model's context "
+                           f"of {context} tokens", param=param, code="context_length_exceeded")
         return wanted
 
     async def prepare(self, req: ChatRequest) -> _Prepared:
@@ -114,16 +156,16 @@ class ChatService:
             raise ApiError(400, "logprobs are not supported by this server", param="logprobs")
         if req.n > self.config.max_n:
             raise ApiError(400, f"n={req.n} is above this server's limit of {self.config.max_n}", param="n")
-        max_tokens = self._max_tokens(req)
-        plan = plan_tools(req.tools, req.tool_choice, req.parallel_tool_calls)
-        kwargs, hint, blame = self._constraint(req, plan)
+        content = self._content_format(req)
+        plan = plan_tools(req.tools, req.tool_choice, req.parallel_tool_calls, content)
         try:
-            prompt_ids = self.generator.build_prompt(render_messages(req.messages, plan), hint=hint)
+            prompt_ids = self.generator.build_prompt(render_messages(req.messages, plan), hint=self._hint(plan, content))
         except ValueError as exc:
             raise ApiError(400, str(exc), param="messages") from None
         if len(prompt_ids) > self.config.max_prompt_tokens:
             raise ApiError(400, f"the prompt has {len(prompt_ids)} tokens, above this server's limit of "
                            f"{self.config.max_prompt_tokens}", param="messages", code="context_length_exceeded")
+        max_tokens = self._max_tokens(req, len(prompt_ids))
         try:
             temperature = 1.0 if req.temperature is None else req.temperature
             base = SamplingParams(
@@ -135,13 +177,8 @@ class ChatService:
             params = [base if req.seed is None else base.replace(seed=req.seed + i) for i in range(req.n)]
         except ValueError as exc:
             raise ApiError(400, str(exc)) from None
-        grammar = None
-        if kwargs:
-            try:  # compiling can take a while: keep the event loop serving other requests
-                grammar = await asyncio.to_thread(lambda: self.generator.compile_constraint(**kwargs))
-            except (GrammarError, ValueError) as exc:
-                raise ApiError(400, f"invalid or unsupported {'schema' if blame == 'response_format' else 'tool schema'}: {exc}",
-                               param=blame) from None
+        # compiling can take a while: keep the event loop serving other requests
+        grammar = await asyncio.to_thread(self._compile, plan, content)
         return _Prepared(req, prompt_ids, params, grammar, plan)
 
     # -- generation ------------------------------------------------------------------------
@@ -215,14 +252,13 @@ class ChatService:
                 delta = choice.content_delta()
                 if delta:
                     yield event([{"index": choice.index, "delta": {"content": delta}, "finish_reason": None, "logprobs": None}])
+                first = choice.calls_sent
+                calls = choice.calls_delta()  # each call once it is whole; at the end, a cut one too
+                if calls:
+                    deltas = [dict(call, index=first + i) for i, call in enumerate(calls)]
+                    yield event([{"index": choice.index, "delta": {"tool_calls": deltas}, "finish_reason": None, "logprobs": None}])
                 if choice.finished:
-                    content, calls, reason = choice.final()
-                    if calls:
-                        deltas = [dict(call, index=i) for i, call in enumerate(calls)]
-                        yield event([{"index": choice.index, "delta": {"tool_calls": deltas}, "finish_reason": None, "logprobs": None}])
-                    elif content and reason == "length" and choice.mode != "text":
-                        # a call cut by max_tokens: its text was held back, send it as content
-                        yield event([{"index": choice.index, "delta": {"content": content}, "finish_reason": None, "logprobs": None}])
+                    _, _, reason = choice.final()
                     last = len([c for c in choices if c.finished]) == len(choices)
                     yield event([{"index": choice.index, "delta": {}, "finish_reason": reason, "logprobs": None}],
                                 extension=self._extension(choices) if last else None)

@@ -10,11 +10,12 @@ text never starts with "<", a call always does.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from .protocol import ApiError
-from .tools import CALL_START, ToolPlan, parse_calls, split_auto_output
+from .tools import CALL_START, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, ToolPlan, parse_calls
 
 __all__ = ["ChoiceOutput"]
 
@@ -42,6 +43,9 @@ class ChoiceOutput:
         self.stop_hit = False  # a stop string ended the output (the engine request must be aborted)
         self.stats: dict[str, Any] = {}
         self._sent = 0
+        self.calls_sent = 0  # tool calls already streamed
+        self._issued: list[dict[str, Any]] = []  # whole calls seen while streaming, with their ids
+        self._final: tuple[str | None, list[dict[str, Any]] | None, str] | None = None
 
     @property
     def finished(self) -> bool:
@@ -87,22 +91,59 @@ class ChoiceOutput:
         self._sent = ready
         return delta
 
-    def final(self) -> tuple[str | None, list[dict[str, Any]] | None, str]:
-        """(content, tool_calls, finish_reason) once finished. Tool calls are returned only when
-        complete; an output cut by max_tokens is returned as content with finish_reason "length"."""
-        assert self.finish_reason is not None, "final() before the choice finished"
-        if self.finish_reason == "length":
-            return self.text, None, "length"
-        calls_json = None
-        content: str | None = self.text
+    def _calls_text(self) -> str | None:
+        """The calls array written so far, or None when the output is content."""
         if self.mode == "required":
-            content, calls_json = None, self.text
-        elif self.mode == "auto" and self._is_call():
-            content, calls_json = split_auto_output(self.text)
-        if calls_json is None:
-            return content, None, "stop"
+            return self.text
+        if self.mode == "auto" and self._is_call():
+            body = self.text[len(TOOL_CALL_OPEN):] if len(self.text) >= len(TOOL_CALL_OPEN) else ""
+            return body.removesuffix(TOOL_CALL_CLOSE) if self.finish_reason == "stop" else body
+        return None
+
+    def _parse(self, calls_json: str, complete: bool) -> list[dict[str, Any]]:
         try:
-            return None, parse_calls(calls_json, self.plan), "tool_calls"
+            return parse_calls(calls_json, self.plan, complete=complete)
         except Exception as exc:  # the grammar should make this impossible: report it, loudly
             raise ApiError(500, f"the generated tool call did not validate ({type(exc).__name__}); this is a bug",
                            type="server_error") from exc
+
+    def calls_delta(self) -> list[dict[str, Any]]:
+        """Tool calls completed since the last call (streaming sends each call once it is whole);
+        after the choice finished, every remaining call, including one cut by max_tokens."""
+        calls_json = self._calls_text()
+        if calls_json is None:
+            return []
+        if self.finished:
+            calls = self.final()[1] or []
+        else:
+            whole = [c for c in self._parse(calls_json, complete=False) if _is_whole(c)]  # not the one being written
+            calls = self._issued = self._issued + whole[len(self._issued):]
+        fresh = calls[self.calls_sent:]
+        self.calls_sent = len(calls)
+        return fresh
+
+    def final(self) -> tuple[str | None, list[dict[str, Any]] | None, str]:
+        """(content, tool_calls, finish_reason) once finished. A calls array cut by max_tokens
+        comes back as finish_reason "length" with its complete calls and the cut one (arguments
+        as the cut JSON text) in tool_calls, never as content."""
+        assert self.finish_reason is not None, "final() before the choice finished"
+        if self._final is None:
+            self._final = self._compute_final()
+        return self._final
+
+    def _compute_final(self) -> tuple[str | None, list[dict[str, Any]] | None, str]:
+        calls_json = self._calls_text()
+        if calls_json is None:
+            return self.text, None, "length" if self.finish_reason == "length" else "stop"
+        complete = self.finish_reason == "stop"
+        calls = self._parse(calls_json, complete=complete) if calls_json or complete else []
+        calls[: len(self._issued)] = self._issued  # the same calls, with the ids already streamed
+        return None, calls or None, "tool_calls" if complete else "length"
+
+
+def _is_whole(call: dict[str, Any]) -> bool:
+    try:
+        json.loads(call["function"]["arguments"])
+        return True
+    except json.JSONDecodeError:
+        return False

@@ -41,7 +41,6 @@ def test_unknown_model_is_404(client):
         ({"max_tokens": 100_000}, "above this server's limit of 512", "max_tokens"),
         ({"n": 50}, "n=50 is above this server's limit", "n"),
         ({"logprobs": True}, "logprobs are not supported", "logprobs"),
-        ({"tools": TOOLS, "tool_choice": "required", "response_format": {"type": "json_object"}}, "cannot be combined", "response_format"),
     ],
 )
 def test_bad_requests_are_400(client, model_id, kwargs, message, param):

@@ -1,5 +1,6 @@
 """OpenAI-compatible HTTP server: `GET /v1/models`, `POST /v1/chat/completions` (streaming or
-not, `response_format`, `tools` / `tool_choice`), errors in OpenAI's format.
+not, `response_format`, `tools` / `tool_choice`, both together), `POST /v1/responses` (the subset
+agents use, see `responses.py`), errors in OpenAI's format.
 
     constrained-spec serve --port 8000          # then: OpenAI(base_url="http://127.0.0.1:8000/v1")
 
@@ -30,6 +31,7 @@ from ..grammar.protocol import GrammarError
 from ..sampling import SamplingParams
 from .output import ChoiceOutput
 from .protocol import ApiError, ChatRequest, chunk_body, completion_body, error_body, new_id, parse_request, usage_body
+from .responses import output_items, parse_responses_request, response_body, stream_events, to_chat_request, usage_of
 from .worker import EngineFailure, EngineWorker
 from .tools import ContentFormat, ToolPlan, constraint_grammar, plan_tools, render_messages
 
@@ -215,7 +217,8 @@ class ChatService:
     def _extension(self, choices: list[ChoiceOutput]) -> dict[str, Any]:
         return {"speculation": [c.stats for c in choices]}
 
-    async def complete(self, prep: _Prepared, request: Request) -> JSONResponse:
+    async def run(self, prep: _Prepared, request: Request) -> list[ChoiceOutput]:
+        """Generate every choice to its end (aborted if the client disconnects)."""
         choices, by_id, queue = self._start(prep)
         watcher = asyncio.create_task(_abort_on_disconnect(request, lambda: self._abort_unfinished(by_id)))
         try:
@@ -224,6 +227,21 @@ class ChatService:
         finally:
             watcher.cancel()
             self._abort_unfinished(by_id)
+        return choices
+
+    async def updates(self, prep: _Prepared) -> AsyncIterator[ChoiceOutput]:
+        """Each choice after each of its engine outputs, until all finished (for streaming; the
+        requests are aborted when the consumer stops early)."""
+        by_id: dict[str, ChoiceOutput] = {}
+        try:
+            choices, by_id, queue = self._start(prep)
+            while not all(c.finished for c in choices):
+                yield await self._next(by_id, queue)
+        finally:
+            self._abort_unfinished(by_id)
+
+    async def complete(self, prep: _Prepared, request: Request) -> JSONResponse:
+        choices = await self.run(prep, request)
         bodies = []
         for c in choices:
             content, calls, reason = c.final()
@@ -357,6 +375,20 @@ def create_app(generator: Any, config: ServerConfig | None = None) -> FastAPI:
             return StreamingResponse(service.stream(prep), media_type="text/event-stream",
                                      headers={"cache-control": "no-cache"})
         return await service.complete(prep, request)
+
+    @app.post("/v1/responses")
+    async def responses(request: Request) -> Any:
+        req = parse_responses_request(await _read_body(request, service.config.max_request_bytes))
+        prep = await service.prepare(to_chat_request(req))
+        if req.stream:
+            events = stream_events(service.updates(prep), req, service.model_name, len(prep.prompt_ids))
+            return StreamingResponse(events, media_type="text/event-stream", headers={"cache-control": "no-cache"})
+        (choice,) = await service.run(prep, request)
+        content, calls, reason = choice.final()
+        usage = usage_of(len(prep.prompt_ids), len(choice.token_ids))
+        status = "incomplete" if reason == "length" else "completed"
+        return response_body(new_id("resp"), time.time(), service.model_name, req, output_items(content, calls, reason),
+                             status, usage, {"speculation": [choice.stats]})
 
     return app
 

@@ -104,6 +104,8 @@ class Generator:
     draft: the proposer: "auto" (grammar-forced strings + n-gram + suffix tree), "forced",
         "ngram", "suffix", "none", a draft model folder, or a `Proposer` object.
     backend: grammar backend, "default" (ours) or "llguidance".
+    runner: "auto" (the static-cache runner for Llama-family models, transformers otherwise),
+        "static" or "hf" (transformers' forward; the old path).
     """
 
     def __init__(
@@ -115,12 +117,15 @@ class Generator:
         max_draft_tokens: int = 8,
         verbose: bool = True,
         tokenizer: Any = None,
+        runner: str = "auto",
     ) -> None:
-        from .engine_setup import build_engine, make_vocabulary
+        from .engine_setup import RUNNER_NAMES, build_engine, make_vocabulary
         from .scheduler import Scheduler
 
         if backend not in ("default", "llguidance"):
             raise ValueError(f"unknown grammar backend {backend!r}; expected 'default' or 'llguidance'")
+        if runner not in RUNNER_NAMES:
+            raise ValueError(f"runner must be one of {', '.join(RUNNER_NAMES)}, got {runner!r}")
         if not isinstance(max_draft_tokens, int) or isinstance(max_draft_tokens, bool) or max_draft_tokens < 0:
             raise ValueError(f"max_draft_tokens must be an integer >= 0, got {max_draft_tokens!r}")
         self.verbose = verbose
@@ -133,7 +138,8 @@ class Generator:
         self.model_name = self.loaded.name
         self.vocabulary = make_vocabulary(self.loaded)
         self.draft = draft
-        self.engine = build_engine(self.loaded, draft=draft, max_draft_tokens=max_draft_tokens, vocabulary=self.vocabulary)
+        self.runner = runner
+        self.engine = build_engine(self.loaded, draft=draft, max_draft_tokens=max_draft_tokens, vocabulary=self.vocabulary, runner=runner)
         self.scheduler = Scheduler(self.engine)  # the engine's one owner: every call submits to it
 
     # -- prompts and constraints -------------------------------------------------------------

@@ -14,10 +14,11 @@ is on by default; `speculative=False` turns it off for one call, `draft="none"` 
 
 from __future__ import annotations
 
+import queue
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,6 +104,8 @@ class Generator:
     draft: the proposer: "auto" (grammar-forced strings + n-gram + suffix tree), "forced",
         "ngram", "suffix", "none", a draft model folder, or a `Proposer` object.
     backend: grammar backend, "default" (ours) or "llguidance".
+    runner: "auto" (the static-cache runner for Llama-family models, transformers otherwise),
+        "static" or "hf" (transformers' forward; the old path).
     """
 
     def __init__(
@@ -114,11 +117,15 @@ class Generator:
         max_draft_tokens: int = 8,
         verbose: bool = True,
         tokenizer: Any = None,
+        runner: str = "auto",
     ) -> None:
-        from .engine_setup import build_engine, make_vocabulary
+        from .engine_setup import RUNNER_NAMES, build_engine, make_vocabulary
+        from .scheduler import Scheduler
 
         if backend not in ("default", "llguidance"):
             raise ValueError(f"unknown grammar backend {backend!r}; expected 'default' or 'llguidance'")
+        if runner not in RUNNER_NAMES:
+            raise ValueError(f"runner must be one of {', '.join(RUNNER_NAMES)}, got {runner!r}")
         if not isinstance(max_draft_tokens, int) or isinstance(max_draft_tokens, bool) or max_draft_tokens < 0:
             raise ValueError(f"max_draft_tokens must be an integer >= 0, got {max_draft_tokens!r}")
         self.verbose = verbose
@@ -131,9 +138,9 @@ class Generator:
         self.model_name = self.loaded.name
         self.vocabulary = make_vocabulary(self.loaded)
         self.draft = draft
-        self.engine = build_engine(self.loaded, draft=draft, max_draft_tokens=max_draft_tokens, vocabulary=self.vocabulary)
-        self._plain_engine = None  # built on the first speculative=False call
-        self._lock = threading.RLock()  # one caller steps an engine at a time
+        self.runner = runner
+        self.engine = build_engine(self.loaded, draft=draft, max_draft_tokens=max_draft_tokens, vocabulary=self.vocabulary, runner=runner)
+        self.scheduler = Scheduler(self.engine)  # the engine's one owner: every call submits to it
 
     # -- prompts and constraints -------------------------------------------------------------
 
@@ -210,19 +217,17 @@ class Generator:
         prompt_ids = self.build_prompt(prompt, kwargs.get("system_prompt"), hint=hint)
         return prompt_ids, params, constraint, bool(speculative)
 
-    def _engine_for(self, speculative: bool) -> Any:
-        if speculative:
-            return self.engine
-        if self._plain_engine is None:
-            from .engine_setup import build_engine
-
-            self._plain_engine = build_engine(self.loaded, draft="none", max_draft_tokens=0, vocabulary=self.vocabulary)
-        return self._plain_engine
+    def _submit(self, prompt_ids: list[int], params: SamplingParams, constraint: _Constraint, speculative: bool,
+                replies: "queue.SimpleQueue[Any]") -> str:
+        """Hand one request to the scheduler; its outputs (or the step's exception) go to `replies`."""
+        return self.scheduler.submit(
+            prompt_ids, params, constraint.grammar, lambda _id, item: replies.put(item),
+            max_draft_tokens=None if speculative else 0,
+        )
 
     def _finish(self, output: Any, params: SamplingParams, constraint: _Constraint) -> Result:
-        token_ids = _strip_eos(list(output.token_ids), self.loaded)
-        text = output.text if getattr(output, "text", None) is not None else self.tokenizer.decode(token_ids, skip_special_tokens=True)
-        text = _cut_at_stop(text, params.stop)
+        token_ids = list(output.token_ids)
+        text = output.text  # the engine's detokenizer: EOS dropped, cut before a stop string
         incomplete = output.finish_reason != "stop"
         value = None
         if not incomplete and constraint.parse is not None:
@@ -254,14 +259,22 @@ class Generator:
         first_ids, params, constraint, speculative = self._prepare(prompts[0], dict(kwargs))
         hint = constraint.hint if kwargs.get("schema_in_prompt", True) else None
         all_ids = [first_ids] + [self.build_prompt(p, kwargs.get("system_prompt"), hint=hint) for p in prompts[1:]]
-        with self._lock:
-            engine = self._engine_for(speculative)
-            ids = [engine.add_request(p, params, grammar=constraint.grammar) for p in all_ids]
-            done: dict[str, Any] = {}
+        replies: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        ids: list[str] = []
+        done: dict[str, Any] = {}
+        try:
+            for prompt_ids in all_ids:
+                ids.append(self._submit(prompt_ids, params, constraint, speculative, replies))
             while len(done) < len(ids):
-                for out in engine.step():
-                    if out.finished and out.request_id in ids:
-                        done[out.request_id] = out
+                item = replies.get()
+                if isinstance(item, BaseException):
+                    raise item
+                if item.finished:
+                    done[item.request_id] = item
+        finally:
+            for request_id in ids:
+                if request_id not in done:
+                    self.scheduler.abort(request_id)
         return [self._finish(done[i], params, constraint) for i in ids]
 
     def stream(self, prompt: Prompt, **kwargs: Any) -> "Stream":
@@ -274,73 +287,43 @@ class Generator:
 class Stream:
     """Iterator of text deltas for one request; `.result` is set once it is exhausted. Deltas
     are held back while they could be the start of a stop string or an unfinished UTF-8 char.
-    Stopping early: `close()` (or `with generator.stream(...) as s:`) aborts the request."""
+    The request runs from creation on; reading slowly blocks no other caller. Stopping early:
+    `close()` (or `with generator.stream(...) as s:`) aborts the request."""
 
     def __init__(self, owner: Generator, prompt_ids: list[int], params: SamplingParams, constraint: _Constraint, speculative: bool) -> None:
         self._owner, self._params, self._constraint = owner, params, constraint
-        self._prompt_ids, self._speculative = prompt_ids, speculative
         self.result: Result | None = None
-        self._iter = self._run()
+        self._replies: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._request_id = owner._submit(prompt_ids, params, constraint, speculative, self._replies)
+        self._done = False
 
     def __iter__(self) -> "Stream":
         return self
 
     def __next__(self) -> str:
-        return next(self._iter)
+        while not self._done:
+            item = self._replies.get()
+            if isinstance(item, BaseException):
+                self._done = True
+                raise item
+            if item.finished:
+                self._done = True
+                self.result = self._owner._finish(item, self._params, self._constraint)
+            if item.text_delta:
+                return item.text_delta
+        raise StopIteration
 
     def close(self) -> None:
         """Abort the request if it is still running (no `.result` then)."""
-        self._iter.close()
+        if not self._done:
+            self._done = True
+            self._owner.scheduler.abort(self._request_id)
 
     def __enter__(self) -> "Stream":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def _run(self) -> Iterator[str]:
-        owner, params = self._owner, self._params
-        holdback = max((len(s) for s in params.stop), default=1) - 1
-        sent = 0
-        with owner._lock:
-            engine = owner._engine_for(self._speculative)
-            rid = engine.add_request(self._prompt_ids, params, grammar=self._constraint.grammar)
-            try:
-                final = None
-                while final is None:
-                    for out in engine.step():
-                        if out.request_id != rid:
-                            continue
-                        if out.finished:
-                            final = out
-                            break
-                        text = owner.tokenizer.decode(_strip_eos(list(out.token_ids), owner.loaded), skip_special_tokens=True)
-                        if params.stop:
-                            text = _cut_at_stop(text, params.stop)
-                        ready = len(text) - holdback
-                        while ready > sent and text[ready - 1] == "\ufffd":  # an unfinished UTF-8 sequence
-                            ready -= 1
-                        if ready > sent:
-                            yield text[sent:ready]
-                            sent = ready
-            finally:
-                if final is None:  # the caller stopped early: abort, step until the abort lands
-                    engine.abort(rid)
-                    while engine.has_unfinished() and not any(o.request_id == rid and o.finished for o in engine.step()):
-                        pass
-        self.result = owner._finish(final, params, self._constraint)
-        if len(self.result.text) > sent:
-            yield self.result.text[sent:]
-
-
-def _strip_eos(token_ids: list[int], loaded: Any) -> list[int]:
-    eos = loaded.tokenizer.eos_token_id
-    return token_ids[:-1] if token_ids and token_ids[-1] == eos else token_ids
-
-
-def _cut_at_stop(text: str, stop: Sequence[str]) -> str:
-    cuts = [i for i in (text.find(s) for s in stop) if i >= 0]
-    return text[: min(cuts)] if cuts else text
 
 
 _default: Generator | None = None

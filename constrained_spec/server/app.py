@@ -29,7 +29,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..chat import schema_instruction
 from ..grammar.protocol import GrammarError
 from ..sampling import SamplingParams
-from .output import ChoiceOutput
+from .output import ChoiceOutput, logprobs_body
 from .protocol import ApiError, ChatRequest, chunk_body, completion_body, error_body, new_id, parse_request, usage_body
 from .responses import output_items, parse_responses_request, response_body, stream_events, to_chat_request, usage_of
 from .worker import EngineFailure, EngineWorker
@@ -154,8 +154,8 @@ class ChatService:
 
     async def prepare(self, req: ChatRequest) -> _Prepared:
         self._check_model(req.model)
-        if req.logprobs or req.top_logprobs:
-            raise ApiError(400, "logprobs are not supported by this server", param="logprobs")
+        if req.top_logprobs is not None and not req.logprobs:
+            raise ApiError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
         if req.n > self.config.max_n:
             raise ApiError(400, f"n={req.n} is above this server's limit of {self.config.max_n}", param="n")
         content = self._content_format(req)
@@ -194,7 +194,8 @@ class ChatService:
             if self.worker.in_flight + len(choices) > self.config.max_in_flight:
                 raise ApiError(429, "the server is at its limit of requests in flight; retry shortly",
                                type="rate_limit_error", code="server_busy")
-            by_id = {self.worker.submit(prep.prompt_ids, params, prep.grammar, loop, queue): c
+            logprobs = (prep.request.top_logprobs or 0) if prep.request.logprobs else None
+            by_id = {self.worker.submit(prep.prompt_ids, params, prep.grammar, loop, queue, logprobs): c
                      for params, c in zip(prep.params, choices)}
         return choices, by_id, queue
 
@@ -216,6 +217,17 @@ class ChatService:
 
     def _extension(self, choices: list[ChoiceOutput]) -> dict[str, Any]:
         return {"speculation": [c.stats for c in choices]}
+
+    def _logprobs(self, choice: ChoiceOutput, prep: _Prepared, delta: bool = False) -> dict[str, Any] | None:
+        """The choice's `logprobs` object (streaming: the tokens since the last chunk)."""
+        if not prep.request.logprobs:
+            return None
+        return logprobs_body(choice.logprobs_delta() if delta else choice.logprobs, self._token_bytes)
+
+    def _token_bytes(self, token_id: int) -> bytes:
+        vocab = self.generator.vocabulary
+        raw = vocab.token_bytes[token_id] if token_id < len(vocab.token_bytes) else None
+        return raw if raw is not None else self.generator.tokenizer.decode([token_id]).encode("utf-8")
 
     async def run(self, prep: _Prepared, request: Request) -> list[ChoiceOutput]:
         """Generate every choice to its end (aborted if the client disconnects)."""
@@ -248,7 +260,7 @@ class ChatService:
             message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
             if calls:
                 message["tool_calls"] = calls
-            bodies.append({"index": c.index, "message": message, "finish_reason": reason, "logprobs": None})
+            bodies.append({"index": c.index, "message": message, "finish_reason": reason, "logprobs": self._logprobs(c, prep)})
         usage = usage_body(len(prep.prompt_ids), sum(len(c.token_ids) for c in choices))
         extension = self._extension(choices)
         body = completion_body(new_id("chatcmpl"), self.model_name, bodies, usage, extension)
@@ -269,7 +281,8 @@ class ChatService:
                 choice = await self._next(by_id, queue)
                 delta = choice.content_delta()
                 if delta:
-                    yield event([{"index": choice.index, "delta": {"content": delta}, "finish_reason": None, "logprobs": None}])
+                    yield event([{"index": choice.index, "delta": {"content": delta}, "finish_reason": None,
+                                  "logprobs": self._logprobs(choice, prep, delta=True)}])
                 first = choice.calls_sent
                 calls = choice.calls_delta()  # each call once it is whole; at the end, a cut one too
                 if calls:
@@ -278,7 +291,8 @@ class ChatService:
                 if choice.finished:
                     _, _, reason = choice.final()
                     last = len([c for c in choices if c.finished]) == len(choices)
-                    yield event([{"index": choice.index, "delta": {}, "finish_reason": reason, "logprobs": None}],
+                    yield event([{"index": choice.index, "delta": {}, "finish_reason": reason,
+                                  "logprobs": self._logprobs(choice, prep, delta=True)}],
                                 extension=self._extension(choices) if last else None)
             if prep.request.stream_options is not None and prep.request.stream_options.include_usage:
                 yield event([], usage=usage_body(len(prep.prompt_ids), sum(len(c.token_ids) for c in choices)))

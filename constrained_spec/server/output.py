@@ -40,6 +40,8 @@ class ChoiceOutput:
         self.finish_reason: str | None = None  # engine's: "stop" | "length" | "abort"
         self.stop_hit = False  # a stop string ended the output (the engine request may run on: abort it)
         self.stats: dict[str, Any] = {}
+        self.logprobs: list[Any] = []  # the engine's TokenLogprob per token, when asked for
+        self._logprobs_sent = 0
         self.calls_sent = 0  # tool calls already streamed
         self._issued: list[dict[str, Any]] = []  # whole calls seen while streaming, with their ids
         self._final: tuple[str | None, list[dict[str, Any]] | None, str] | None = None
@@ -65,6 +67,8 @@ class ChoiceOutput:
                 detokenizer = self._detokenizer = Detokenizer(self._decode, stops, self._eos)
                 new = ids
         hit = detokenizer is not None and detokenizer.push(new)
+        if getattr(output, "logprobs", None) is not None:
+            self.logprobs = output.logprobs[: len(self.token_ids)]
         stats = getattr(output, "stats", None)
         if stats is not None:
             self.stats = stats.to_dict() if hasattr(stats, "to_dict") else dict(stats)
@@ -86,6 +90,12 @@ class ChoiceOutput:
         if self.mode == "required" or (self.mode == "auto" and self._is_call() is not False):
             return ""
         return self._detokenizer.delta()
+
+    def logprobs_delta(self) -> list[Any]:
+        """Token log-probs not sent yet (all of them once finished)."""
+        fresh = self.logprobs[self._logprobs_sent:]
+        self._logprobs_sent = len(self.logprobs)
+        return fresh
 
     def _calls_text(self) -> str | None:
         """The calls array written so far, or None when the output is content."""
@@ -143,3 +153,15 @@ def _is_whole(call: dict[str, Any]) -> bool:
         return True
     except json.JSONDecodeError:
         return False
+
+
+def logprobs_body(entries: Sequence[Any], token_bytes: Callable[[int], bytes]) -> dict[str, Any]:
+    """OpenAI's `logprobs` object of a choice from the engine's TokenLogprob entries: each
+    token's text, UTF-8 bytes, log p and its `top_logprobs`."""
+
+    def one(token_id: int, logprob: float) -> dict[str, Any]:
+        raw = token_bytes(token_id)
+        return {"token": raw.decode("utf-8", errors="replace"), "bytes": list(raw), "logprob": logprob}
+
+    content = [dict(one(e.token_id, e.logprob), top_logprobs=[one(t, lp) for t, lp in e.top]) for e in entries]
+    return {"content": content, "refusal": None}

@@ -27,6 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..chat import schema_instruction
 from ..grammar.protocol import GrammarError
+from ..inputs import PromptTooLong
 from ..sampling import SamplingParams
 from .output import ChoiceOutput
 from .protocol import ApiError, ChatRequest, chunk_body, completion_body, error_body, new_id, parse_request, usage_body
@@ -118,7 +119,9 @@ class ChatService:
         plan = plan_tools(req.tools, req.tool_choice, req.parallel_tool_calls)
         kwargs, hint, blame = self._constraint(req, plan)
         try:
-            prompt_ids = self.generator.build_prompt(render_messages(req.messages, plan), hint=hint)
+            prompt_ids = self.generator.build_prompt(render_messages(req.messages, plan), hint=hint, max_tokens=max_tokens)
+        except PromptTooLong as exc:  # measured against the model's context (tokens + max_tokens)
+            raise ApiError(400, str(exc), param="messages", code="context_length_exceeded") from None
         except ValueError as exc:
             raise ApiError(400, str(exc), param="messages") from None
         if len(prompt_ids) > self.config.max_prompt_tokens:

@@ -133,6 +133,8 @@ class Generator:
     draft: the proposer: "auto" (grammar-forced strings + n-gram + suffix tree), "forced",
         "ngram", "suffix", "none", a draft model folder, or a `Proposer` object.
     backend: grammar backend, "default" (ours) or "llguidance".
+    runner: "auto" (the static-cache runner for Llama-family models, transformers otherwise),
+        "static" or "hf" (transformers' forward; the old path).
     """
 
     def __init__(
@@ -144,11 +146,14 @@ class Generator:
         max_draft_tokens: int = 8,
         verbose: bool = True,
         tokenizer: Any = None,
+        runner: str = "auto",
     ) -> None:
-        from .engine_setup import build_engine, make_vocabulary
+        from .engine_setup import RUNNER_NAMES, build_engine, make_vocabulary
 
         if backend not in ("default", "llguidance"):
             raise ValueError(f"unknown grammar backend {backend!r}; expected 'default' or 'llguidance'")
+        if runner not in RUNNER_NAMES:
+            raise ValueError(f"runner must be one of {', '.join(RUNNER_NAMES)}, got {runner!r}")
         if not isinstance(max_draft_tokens, int) or isinstance(max_draft_tokens, bool) or max_draft_tokens < 0:
             raise ValueError(f"max_draft_tokens must be an integer >= 0, got {max_draft_tokens!r}")
         self.verbose = verbose
@@ -161,7 +166,8 @@ class Generator:
         self.model_name = self.loaded.name
         self.vocabulary = make_vocabulary(self.loaded)
         self.draft = draft
-        self.engine = build_engine(self.loaded, draft=draft, max_draft_tokens=max_draft_tokens, vocabulary=self.vocabulary)
+        self.runner = runner
+        self.engine = build_engine(self.loaded, draft=draft, max_draft_tokens=max_draft_tokens, vocabulary=self.vocabulary, runner=runner)
         self.context_length = context_length(self.loaded.model)  # None when the model does not say
         self._plain_engine = None  # built on the first speculative=False call
         self._lock = threading.RLock()  # one caller steps an engine at a time
@@ -269,13 +275,12 @@ class Generator:
         if self._plain_engine is None:
             from .engine_setup import build_engine
 
-            self._plain_engine = build_engine(self.loaded, draft="none", max_draft_tokens=0, vocabulary=self.vocabulary)
+            self._plain_engine = build_engine(self.loaded, draft="none", max_draft_tokens=0, vocabulary=self.vocabulary, runner=self.runner)
         return self._plain_engine
 
     def _finish(self, output: Any, params: SamplingParams, constraint: _Constraint) -> Result:
-        token_ids = _strip_eos(list(output.token_ids), self.loaded)
-        text = output.text if getattr(output, "text", None) is not None else self.tokenizer.decode(token_ids, skip_special_tokens=True)
-        text = _cut_at_stop(text, params.stop)
+        token_ids = list(output.token_ids)
+        text = output.text  # the engine's detokenizer: EOS dropped, cut before a stop string
         incomplete = output.finish_reason != "stop"
         value = None
         if not incomplete and constraint.parse is not None:
@@ -353,8 +358,6 @@ class Stream:
 
     def _run(self) -> Iterator[str]:
         owner, params = self._owner, self._params
-        holdback = max((len(s) for s in params.stop), default=1) - 1
-        sent = 0
         with owner._lock:
             engine = owner._engine_for(self._speculative)
             rid = engine.add_request(self._prompt_ids, params, grammar=self._constraint.grammar)
@@ -367,33 +370,16 @@ class Stream:
                         if out.finished:
                             final = out
                             break
-                        text = owner.tokenizer.decode(_strip_eos(list(out.token_ids), owner.loaded), skip_special_tokens=True)
-                        if params.stop:
-                            text = _cut_at_stop(text, params.stop)
-                        ready = len(text) - holdback
-                        while ready > sent and text[ready - 1] == "\ufffd":  # an unfinished UTF-8 sequence
-                            ready -= 1
-                        if ready > sent:
-                            yield text[sent:ready]
-                            sent = ready
+                        if out.text_delta:
+                            yield out.text_delta
             finally:
                 if final is None:  # the caller stopped early: abort, step until the abort lands
                     engine.abort(rid)
                     while engine.has_unfinished() and not any(o.request_id == rid and o.finished for o in engine.step()):
                         pass
         self.result = owner._finish(final, params, self._constraint)
-        if len(self.result.text) > sent:
-            yield self.result.text[sent:]
-
-
-def _strip_eos(token_ids: list[int], loaded: Any) -> list[int]:
-    eos = loaded.tokenizer.eos_token_id
-    return token_ids[:-1] if token_ids and token_ids[-1] == eos else token_ids
-
-
-def _cut_at_stop(text: str, stop: Sequence[str]) -> str:
-    cuts = [i for i in (text.find(s) for s in stop) if i >= 0]
-    return text[: min(cuts)] if cuts else text
+        if final.text_delta:
+            yield final.text_delta
 
 
 _default: Generator | None = None

@@ -38,6 +38,7 @@ def _add_generation_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, help="local Hugging Face model folder, or a model id in the local HF cache (default: SmolLM2-135M-Instruct)")
     p.add_argument("--draft", default="auto", help="proposer: auto|forced|ngram|suffix|none or a draft model folder (default auto)")
     p.add_argument("--backend", default="default", choices=("default", "llguidance"), help="grammar backend")
+    p.add_argument("--runner", default="auto", choices=("auto", "static", "hf"), help="model runner: auto (static KV cache for Llama models), static, hf (transformers)")
     p.add_argument("--temperature", type=float, default=1.0, help="0 = greedy (default 1.0)")
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--top-k", type=int, default=0, help="0 = off")
@@ -88,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--draft", default="auto", help="proposer: auto, forced, ngram, suffix, none, or a draft model folder")
     p.add_argument("--max-tokens-limit", type=int, default=2048, help="largest max_tokens a request may ask for")
     p.add_argument("--max-in-flight", type=int, default=64, help="engine requests in flight before answering 429")
+    p.add_argument("--runner", default="auto", choices=("auto", "static", "hf"), help="model runner: auto (static KV cache for Llama models), static, hf (transformers)")
     return parser
 
 
@@ -155,7 +157,7 @@ def _make_generator(args: argparse.Namespace) -> Any:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-    return api.Generator(args.model, draft=args.draft, backend=args.backend, verbose=not args.quiet)
+    return api.Generator(args.model, draft=args.draft, backend=args.backend, verbose=not args.quiet, runner=args.runner)
 
 
 def _progress_wanted(args: argparse.Namespace) -> bool:
@@ -296,7 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .server.app import ServerConfig, serve
 
             config = ServerConfig(max_tokens_limit=args.max_tokens_limit, max_in_flight=args.max_in_flight)
-            serve(args.host, args.port, args.model, draft=args.draft, config=config)
+            serve(args.host, args.port, args.model, draft=args.draft, config=config, runner=args.runner)
             return EXIT_OK
         if args.command == "batch":
             return _run_batch(args)

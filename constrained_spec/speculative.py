@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .bitmask import bitmask_width, new_bitmask
+from .detokenizer import Detokenizer
 from .grammar.protocol import CompiledGrammar, GrammarMatcher
 from .proposers.base import Draft, ProposalContext, Proposer
 from .rejection import draw_randomness, rejection_sample
@@ -46,8 +47,9 @@ _DRAFT_SEED_OFFSET = 0x9E3779B97F4A7C15  # draft randomness: a stream separate f
 @dataclass
 class RequestOutput:
     """One request's state after a step. `token_ids`: everything generated so far (no EOS);
-    `new_token_ids`: this step's delta. `text`: the decoded output (cut before a stop string),
-    set when finished and the engine has `decode`."""
+    `new_token_ids`: this step's delta. With the engine's `decode`: `text_delta` is the new text
+    safe to show (held back while it could begin a stop string or ends in an unfinished
+    character), and `text` the whole output (cut before a stop string) once finished."""
 
     request_id: str
     prompt_ids: list[int]
@@ -57,6 +59,7 @@ class RequestOutput:
     finish_reason: str | None  # "stop", "length", "abort" or None while running
     stats: SpecStats
     text: str | None = None
+    text_delta: str = ""
 
 
 @dataclass
@@ -74,7 +77,7 @@ class _Request:
     stats: SpecStats = field(default_factory=SpecStats)
     started_at: float = 0.0
     finish_reason: str | None = None
-    text: str | None = None
+    detokenizer: Detokenizer | None = None  # with the engine's decode: text and stop strings
 
 
 @dataclass
@@ -156,6 +159,7 @@ class Engine:
             draft_gen=torch.Generator().manual_seed((seed + _DRAFT_SEED_OFFSET) % 2**63),
             policy=self.policy_factory(self.max_draft_tokens),
             last_token=prompt[-1],
+            detokenizer=Detokenizer(self.decode, params.stop, self.eos_token_id) if self.decode is not None else None,
         )
         with self._lock:
             if request.request_id in self._requests or request.request_id in self._incoming_ids:
@@ -316,7 +320,7 @@ class Engine:
         width = bitmask_width(vocab)
         groups: dict[tuple, list[int]] = {}
         for i, r in enumerate(active):
-            groups.setdefault(_processing_key(r.params), []).append(i)
+            groups.setdefault(r.params.processing_key(), []).append(i)
         out: list[torch.Tensor | None] = [None] * len(active)
         for members in groups.values():
             params = active[members[0]].params
@@ -324,7 +328,7 @@ class Engine:
             bitmask = None
             if any(plans[i].bitmask is not None for i in members):
                 bitmask = torch.cat([_fit_width(plans[i].bitmask, len(plans[i].draft) + 1, width) for i in members])  # [rows, W]
-            if params.repetition_penalty != 1.0 or params.presence_penalty or params.frequency_penalty:
+            if params.needs_history:
                 counts, prompt_mask = history_tensors(
                     [(active[i].prompt_ids, active[i].output_ids, plans[i].draft.token_ids) for i in members], vocab, device
                 )
@@ -366,7 +370,7 @@ class Engine:
                 break
             r.output_ids.append(token)
             new.append(token)
-            if r.params.stop and self._hit_stop(r):
+            if r.detokenizer is not None and r.detokenizer.push([token]):  # a stop string
                 r.finish_reason = "stop"
                 break
         if r.finish_reason is None:
@@ -381,46 +385,31 @@ class Engine:
         r.stats.elapsed_s = time.perf_counter() - r.started_at
         return self._output(r, new)
 
-    def _hit_stop(self, r: _Request) -> bool:
-        """Does the text end with a stop string now? Decodes only a short tail of the output."""
-        window = max(len(s) for s in r.params.stop) + 2
-        tail = self.decode(r.output_ids[-window:])
-        if not any(s in tail for s in r.params.stop):
-            return False
-        text = self.decode(r.output_ids)
-        r.text = text[: min(i for i in (text.find(s) for s in r.params.stop) if i >= 0)]
-        return True
-
     def _finish(self, r: _Request, new: list[int]) -> RequestOutput:
         self.runner.release(r.request_id)
         del self._requests[r.request_id]
         r.stats.elapsed_s = time.perf_counter() - r.started_at
-        if r.text is None and self.decode is not None:
-            r.text = self.decode(r.output_ids)
+        if r.detokenizer is not None:
+            r.detokenizer.finish()
         if self.proposer is not None and r.finish_reason != "abort":
             self.proposer.observe(r.prompt_ids, r.output_ids)
         return self._output(r, new)
 
     @staticmethod
     def _output(r: _Request, new: list[int]) -> RequestOutput:
+        finished = r.finish_reason is not None
+        detokenizer = r.detokenizer
         return RequestOutput(
             request_id=r.request_id,
             prompt_ids=r.prompt_ids,
             token_ids=list(r.output_ids),
             new_token_ids=new,
-            finished=r.finish_reason is not None,
+            finished=finished,
             finish_reason=r.finish_reason,
             stats=r.stats,
-            text=r.text,
+            text=detokenizer.text if detokenizer is not None and finished else None,
+            text_delta=detokenizer.delta() if detokenizer is not None else "",
         )
-
-
-def _processing_key(params: SamplingParams) -> tuple:
-    """The fields `process_logits` reads: requests equal here share one processing call."""
-    return (
-        params.temperature, params.top_k, params.top_p, params.min_p, params.repetition_penalty,
-        params.presence_penalty, params.frequency_penalty, tuple(sorted(params.logit_bias.items())),
-    )
 
 
 def _fit_width(bitmask: torch.Tensor | None, rows: int, width: int) -> torch.Tensor:

@@ -1,11 +1,10 @@
 """One choice's output: engine tokens -> text, stop strings, stream deltas, and the final
 OpenAI message (content, or validated `tool_calls`).
 
-Text is re-decoded from all tokens each time (byte-level BPE can split a character across
-tokens), and a stream delta is held back while it ends in an unfinished UTF-8 character or could
-be the start of a stop string. Tool-call output is never streamed piecemeal: a call is sent whole,
-once its arguments are complete and validated. In "auto" mode the first character decides:
-text never starts with "<", a call always does.
+Text comes from a `Detokenizer` (the engine's own: stop strings, EOS and unfinished UTF-8
+characters handled once, in linear time). Tool-call output is never streamed piecemeal: a call is
+sent whole, once its arguments are complete and validated. In "auto" mode the first character
+decides: text never starts with "<", a call always does, and stop strings apply to text only.
 """
 
 from __future__ import annotations
@@ -13,15 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..detokenizer import Detokenizer
 from .protocol import ApiError
 from .tools import CALL_START, ToolPlan, parse_calls, split_auto_output
 
 __all__ = ["ChoiceOutput"]
-
-
-def _cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, bool]:
-    cuts = [i for i in (text.find(s) for s in stops) if i >= 0]
-    return (text[: min(cuts)], True) if cuts else (text, False)
 
 
 class ChoiceOutput:
@@ -36,56 +31,56 @@ class ChoiceOutput:
         self.plan = plan
         self.mode = {"none": "text", "required": "required", "auto": "auto"}[plan.mode]
         self.stops = tuple(stops) if self.mode != "required" else ()  # stop strings never cut a call
+        # auto mode: made once the first character shows whether stop strings apply
+        self._detokenizer = Detokenizer(decode, self.stops, eos_token_id) if self.mode != "auto" else None
+        self._first_char = ""
         self.token_ids: list[int] = []
-        self.text = ""
         self.finish_reason: str | None = None  # engine's: "stop" | "length" | "abort"
-        self.stop_hit = False  # a stop string ended the output (the engine request must be aborted)
+        self.stop_hit = False  # a stop string ended the output (the engine request may run on: abort it)
         self.stats: dict[str, Any] = {}
-        self._sent = 0
 
     @property
     def finished(self) -> bool:
         return self.finish_reason is not None
 
+    @property
+    def text(self) -> str:
+        return self._detokenizer.text if self._detokenizer is not None else ""
+
     def update(self, output: Any) -> None:
         """Take the engine's latest RequestOutput (or its final one)."""
         ids = [int(t) for t in output.token_ids]
-        if ids and ids[-1] == self._eos:
-            ids = ids[:-1]
-        self.token_ids = ids
-        text, hit = self._decode(ids), False
-        if self.stops and not (self.mode == "auto" and text.startswith(CALL_START)):
-            text, hit = _cut_at_stop(text, self.stops)
-        self.text = text
+        new = ids[len(self.token_ids):]
+        self.token_ids = ids[:-1] if ids and ids[-1] == self._eos else ids
+        detokenizer = self._detokenizer
+        if detokenizer is None:  # auto mode, undecided: the first character is a few tokens away at most
+            self._first_char = self._decode(self.token_ids)[:1]
+            if self._first_char or output.finished:
+                stops = () if self._first_char == CALL_START else self.stops
+                detokenizer = self._detokenizer = Detokenizer(self._decode, stops, self._eos)
+                new = ids
+        hit = detokenizer is not None and detokenizer.push(new)
         stats = getattr(output, "stats", None)
         if stats is not None:
             self.stats = stats.to_dict() if hasattr(stats, "to_dict") else dict(stats)
-        if hit:
+        if hit:  # the engine ends here too unless only this choice knows the stops (auto mode text)
             self.stop_hit = True
             self.finish_reason = "stop"
         elif output.finished:
+            detokenizer.finish()
             self.finish_reason = output.finish_reason
 
     def _is_call(self) -> bool | None:
         """auto mode: True / False once known, None while the text could still become a call."""
-        if not self.text:
+        if not self._first_char:
             return None if not self.finished else False
-        return self.text.startswith(CALL_START)  # the auto grammar's text branch cannot start with it
+        return self._first_char == CALL_START  # the auto grammar's text branch cannot start with it
 
     def content_delta(self) -> str:
         """New content text safe to stream now ("" if none)."""
         if self.mode == "required" or (self.mode == "auto" and self._is_call() is not False):
             return ""
-        ready = len(self.text)
-        if not self.finished:
-            ready -= max((len(s) for s in self.stops), default=1) - 1
-            while ready > self._sent and self.text[ready - 1] == "\ufffd":  # unfinished UTF-8 char
-                ready -= 1
-        if ready <= self._sent:
-            return ""
-        delta = self.text[self._sent:ready]
-        self._sent = ready
-        return delta
+        return self._detokenizer.delta()
 
     def final(self) -> tuple[str | None, list[dict[str, Any]] | None, str]:
         """(content, tool_calls, finish_reason) once finished. Tool calls are returned only when

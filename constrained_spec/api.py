@@ -15,10 +15,11 @@ is on by default; `speculative=False` turns it off for one call, `draft="none"` 
 from __future__ import annotations
 
 import json
+import queue
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,6 +150,7 @@ class Generator:
         runner: str = "auto",
     ) -> None:
         from .engine_setup import RUNNER_NAMES, build_engine, make_vocabulary
+        from .scheduler import Scheduler
 
         if backend not in ("default", "llguidance"):
             raise ValueError(f"unknown grammar backend {backend!r}; expected 'default' or 'llguidance'")
@@ -169,8 +171,7 @@ class Generator:
         self.runner = runner
         self.engine = build_engine(self.loaded, draft=draft, max_draft_tokens=max_draft_tokens, vocabulary=self.vocabulary, runner=runner)
         self.context_length = context_length(self.loaded.model)  # None when the model does not say
-        self._plain_engine = None  # built on the first speculative=False call
-        self._lock = threading.RLock()  # one caller steps an engine at a time
+        self.scheduler = Scheduler(self.engine)  # the engine's one owner: every call submits to it
 
     # -- prompts and constraints -------------------------------------------------------------
 
@@ -269,14 +270,13 @@ class Generator:
         prompt_ids = self.build_prompt(prompt, kwargs.get("system_prompt"), hint=hint, max_tokens=params.max_tokens)
         return prompt_ids, params, constraint, bool(speculative)
 
-    def _engine_for(self, speculative: bool) -> Any:
-        if speculative:
-            return self.engine
-        if self._plain_engine is None:
-            from .engine_setup import build_engine
-
-            self._plain_engine = build_engine(self.loaded, draft="none", max_draft_tokens=0, vocabulary=self.vocabulary, runner=self.runner)
-        return self._plain_engine
+    def _submit(self, prompt_ids: list[int], params: SamplingParams, constraint: _Constraint, speculative: bool,
+                replies: "queue.SimpleQueue[Any]") -> str:
+        """Hand one request to the scheduler; its outputs (or the step's exception) go to `replies`."""
+        return self.scheduler.submit(
+            prompt_ids, params, constraint.grammar, lambda _id, item: replies.put(item),
+            max_draft_tokens=None if speculative else 0,
+        )
 
     def _finish(self, output: Any, params: SamplingParams, constraint: _Constraint) -> Result:
         token_ids = list(output.token_ids)
@@ -312,14 +312,22 @@ class Generator:
         first_ids, params, constraint, speculative = self._prepare(prompts[0], dict(kwargs))
         hint = constraint.hint if kwargs.get("schema_in_prompt", True) else None
         all_ids = [first_ids] + [self.build_prompt(p, kwargs.get("system_prompt"), hint=hint, max_tokens=params.max_tokens) for p in prompts[1:]]
-        with self._lock:
-            engine = self._engine_for(speculative)
-            ids = [engine.add_request(p, params, grammar=constraint.grammar) for p in all_ids]
-            done: dict[str, Any] = {}
+        replies: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        ids: list[str] = []
+        done: dict[str, Any] = {}
+        try:
+            for prompt_ids in all_ids:
+                ids.append(self._submit(prompt_ids, params, constraint, speculative, replies))
             while len(done) < len(ids):
-                for out in engine.step():
-                    if out.finished and out.request_id in ids:
-                        done[out.request_id] = out
+                item = replies.get()
+                if isinstance(item, BaseException):
+                    raise item
+                if item.finished:
+                    done[item.request_id] = item
+        finally:
+            for request_id in ids:
+                if request_id not in done:
+                    self.scheduler.abort(request_id)
         return [self._finish(done[i], params, constraint) for i in ids]
 
     def stream(self, prompt: Prompt, **kwargs: Any) -> "Stream":
@@ -332,54 +340,43 @@ class Generator:
 class Stream:
     """Iterator of text deltas for one request; `.result` is set once it is exhausted. Deltas
     are held back while they could be the start of a stop string or an unfinished UTF-8 char.
-    Stopping early: `close()` (or `with generator.stream(...) as s:`) aborts the request."""
+    The request runs from creation on; reading slowly blocks no other caller. Stopping early:
+    `close()` (or `with generator.stream(...) as s:`) aborts the request."""
 
     def __init__(self, owner: Generator, prompt_ids: list[int], params: SamplingParams, constraint: _Constraint, speculative: bool) -> None:
         self._owner, self._params, self._constraint = owner, params, constraint
-        self._prompt_ids, self._speculative = prompt_ids, speculative
         self.result: Result | None = None
-        self._iter = self._run()
+        self._replies: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._request_id = owner._submit(prompt_ids, params, constraint, speculative, self._replies)
+        self._done = False
 
     def __iter__(self) -> "Stream":
         return self
 
     def __next__(self) -> str:
-        return next(self._iter)
+        while not self._done:
+            item = self._replies.get()
+            if isinstance(item, BaseException):
+                self._done = True
+                raise item
+            if item.finished:
+                self._done = True
+                self.result = self._owner._finish(item, self._params, self._constraint)
+            if item.text_delta:
+                return item.text_delta
+        raise StopIteration
 
     def close(self) -> None:
         """Abort the request if it is still running (no `.result` then)."""
-        self._iter.close()
+        if not self._done:
+            self._done = True
+            self._owner.scheduler.abort(self._request_id)
 
     def __enter__(self) -> "Stream":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def _run(self) -> Iterator[str]:
-        owner, params = self._owner, self._params
-        with owner._lock:
-            engine = owner._engine_for(self._speculative)
-            rid = engine.add_request(self._prompt_ids, params, grammar=self._constraint.grammar)
-            try:
-                final = None
-                while final is None:
-                    for out in engine.step():
-                        if out.request_id != rid:
-                            continue
-                        if out.finished:
-                            final = out
-                            break
-                        if out.text_delta:
-                            yield out.text_delta
-            finally:
-                if final is None:  # the caller stopped early: abort, step until the abort lands
-                    engine.abort(rid)
-                    while engine.has_unfinished() and not any(o.request_id == rid and o.finished for o in engine.step()):
-                        pass
-        self.result = owner._finish(final, params, self._constraint)
-        if final.text_delta:
-            yield final.text_delta
 
 
 _default: Generator | None = None

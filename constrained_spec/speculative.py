@@ -71,6 +71,7 @@ class _Request:
     verify_gen: torch.Generator
     draft_gen: torch.Generator
     policy: DraftLengthPolicy
+    max_draft_tokens: int  # this request's cap on drafts per step (0: no speculation)
     last_token: int  # committed but not yet in the runner's context
     output_ids: list[int] = field(default_factory=list)
     sampled: int = 0  # tokens sampled so far, EOS included (what max_tokens bounds)
@@ -113,8 +114,8 @@ class Engine:
         kernel_backend: str = "auto",
         policy_factory: Callable[[int], DraftLengthPolicy] | None = None,
     ) -> None:
-        if max_draft_tokens < 0:
-            raise ValueError(f"max_draft_tokens must be >= 0, got {max_draft_tokens}")
+        if not isinstance(max_draft_tokens, int) or isinstance(max_draft_tokens, bool) or max_draft_tokens < 0:
+            raise ValueError(f"max_draft_tokens must be an integer >= 0, got {max_draft_tokens!r}")
         if kernel_backend not in ("auto", "torch", "triton"):
             raise ValueError(f"kernel_backend must be 'auto', 'torch' or 'triton', got {kernel_backend!r}")
         self.runner = runner
@@ -141,12 +142,21 @@ class Engine:
         params: SamplingParams,
         grammar: CompiledGrammar | None = None,
         request_id: str | None = None,
+        *,
+        max_draft_tokens: int | None = None,
     ) -> str:
+        """Queue a request for the next step; returns its id. `max_draft_tokens` caps its drafts
+        per step (None: the engine's; 0: no speculation, plain constrained sampling)."""
         prompt = [int(t) for t in prompt_ids]
+        limit = self.max_draft_tokens if max_draft_tokens is None else max_draft_tokens
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+            raise ValueError(f"max_draft_tokens must be an integer >= 0, got {max_draft_tokens!r}")
         if not prompt:
             raise ValueError("prompt_ids must not be empty (the model needs at least one token to condition on)")
         if not isinstance(params, SamplingParams):
             raise TypeError(f"params must be SamplingParams, got {type(params).__name__}")
+        if params.logit_bias and max(params.logit_bias) >= self.runner.vocab_size:
+            raise ValueError(f"logit_bias names token {max(params.logit_bias)}, beyond the vocabulary of {self.runner.vocab_size}")
         if params.stop and self.decode is None:
             raise ValueError("stop strings need the engine's `decode` function (Engine(..., decode=...))")
         seed = params.seed if params.seed is not None else int(torch.randint(0, 2**62, (1,)))
@@ -157,7 +167,8 @@ class Engine:
             matcher=grammar.matcher() if grammar is not None else None,
             verify_gen=torch.Generator().manual_seed(seed),
             draft_gen=torch.Generator().manual_seed((seed + _DRAFT_SEED_OFFSET) % 2**63),
-            policy=self.policy_factory(self.max_draft_tokens),
+            policy=self.policy_factory(limit),
+            max_draft_tokens=limit,
             last_token=prompt[-1],
             detokenizer=Detokenizer(self.decode, params.stop, self.eos_token_id) if self.decode is not None else None,
         )
@@ -233,7 +244,7 @@ class Engine:
     def _plan(self, r: _Request) -> _Planned:
         """Ask the proposer for a draft, cut it to what may be verified, and fill its mask rows."""
         budget = r.params.max_tokens - r.sampled - 1  # k drafts emit up to k + 1 tokens
-        k = min(r.policy.choose() if self.adaptive else self.max_draft_tokens, budget)
+        k = min(r.policy.choose() if self.adaptive and r.max_draft_tokens else r.max_draft_tokens, budget)
         draft = Draft()
         if self.proposer is not None and k > 0:
             context = ProposalContext(request_id=r.request_id, prompt_ids=r.prompt_ids, output_ids=r.output_ids, params=r.params, matcher=r.matcher, generator=r.draft_gen)

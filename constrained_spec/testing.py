@@ -7,6 +7,8 @@
 - `toy_vocabulary()`: a `Vocabulary` of short strings plus an EOS token, for grammar backends.
 - `ToyDFAGrammar`: a `CompiledGrammar` from an explicit DFA over token ids, with the full
   `GrammarMatcher` protocol, and `complete_sequences()` to enumerate what it accepts.
+- `tiny_hf_model()`: a random one-layer HF Llama with a byte-level tokenizer, for fast
+  end-to-end tests of `Generator` and the server (needs transformers).
 
 Public so users can run the whole engine without a real model (`CallableRunner(ToyLM(...))`).
 """
@@ -15,13 +17,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
 from .bitmask import bitmask_width
 from .grammar.protocol import GrammarError
 
-__all__ = ["ToyLM", "toy_vocabulary", "TOY_TOKENS", "ToyDFAGrammar", "ToyDFAMatcher", "save_tiny_hf_model"]
+if TYPE_CHECKING:
+    from .models import LoadedModel
+
+__all__ = ["ToyLM", "toy_vocabulary", "TOY_TOKENS", "ToyDFAGrammar", "ToyDFAMatcher", "tiny_hf_model", "save_tiny_hf_model"]
 
 # Token 0 is EOS; the rest are short strings with shared prefixes so forced-string proposers and
 # tokenization ambiguity both show up.
@@ -220,6 +226,33 @@ class ToyDFAMatcher:
         other._states = list(self._states)
         other._terminated = self._terminated
         return other
+
+
+def tiny_hf_model(seed: int = 0, hidden_size: int = 32) -> LoadedModel:
+    """A `LoadedModel` small enough for end-to-end tests of `Generator` and the server: a random
+    one-layer Llama over a byte-level tokenizer of the 256 bytes plus EOS (no merges, no chat
+    template). Its outputs are noise, but every constraint and code path is the real one."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    from .models import LoadedModel
+
+    vocab = {char: i for i, char in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
+    eos = vocab["<|endoftext|>"] = len(vocab)
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.add_special_tokens(["<|endoftext|>"])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|endoftext|>")
+    config = LlamaConfig(
+        vocab_size=len(vocab), hidden_size=hidden_size, intermediate_size=2 * hidden_size, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=2048,
+        bos_token_id=eos, eos_token_id=eos, pad_token_id=eos,
+    )
+    with torch.random.fork_rng():  # seeded weights without touching the caller's RNG
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config).eval()
+    return LoadedModel(model=model, tokenizer=tokenizer, name=f"tiny-random-llama-{seed}")
 
 
 _TINY_CHAT_TEMPLATE = (

@@ -17,7 +17,7 @@ import torch
 
 from ..bitmask import bitmask_width
 from .protocol import GrammarError
-from .vocabulary import Vocabulary
+from .vocabulary import Vocabulary, trim_partial_utf8
 
 __all__ = ["CompiledRegex", "RegexMatcher", "regex_escape", "regex_error_detail"]
 
@@ -123,17 +123,6 @@ def _single_byte_tokens(vocab: Vocabulary) -> dict[int, int]:
         if piece is not None and len(piece) == 1:
             table.setdefault(piece[0], token_id)
     return table
-
-
-def _trim_partial_utf8(data: bytes) -> bytes:
-    """Drop a trailing incomplete UTF-8 sequence so forced text is always whole characters."""
-    for back in range(1, min(4, len(data)) + 1):
-        byte = data[-back]
-        if byte & 0xC0 == 0x80:  # continuation byte: keep looking for the lead byte
-            continue
-        need = 1 if byte < 0x80 else 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else 4
-        return data if need <= back else data[:-back]
-    return data
 
 
 def regex_error_detail(pattern: str, exc: BaseException) -> str:
@@ -312,7 +301,7 @@ class RegexMatcher:
                 break
             out.append(step[0])
             state = step[1]
-        return _trim_partial_utf8(bytes(out))
+        return trim_partial_utf8(bytes(out))
 
     def fork(self) -> "RegexMatcher":
         return RegexMatcher(self._compiled, list(self._states))

@@ -3,11 +3,11 @@ not, `response_format`, `tools` / `tool_choice`), errors in OpenAI's format.
 
     constrained-spec serve --port 8000          # then: OpenAI(base_url="http://127.0.0.1:8000/v1")
 
-Every request becomes one engine request per choice; one background thread (`EngineWorker`)
-steps the engine for all of them together, so concurrent clients are decoded in one batch. A
-client that disconnects has its requests aborted. Speculation statistics come back in the
-`constrained_spec` field of the response (and of the last stream chunk) and, for non-streamed
-responses, in the `x-constrained-spec-stats` header.
+Every request becomes one engine request per choice, submitted to the Generator's scheduler
+(the one thread that steps its engine, shared with the Python API), so concurrent clients are
+decoded in one batch. A client that disconnects has its requests aborted. Speculation statistics
+come back in the `constrained_spec` field of the response (and of the last stream chunk) and,
+for non-streamed responses, in the `x-constrained-spec-stats` header.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class ChatService:
         self.generator = generator
         self.config = config
         self.model_name = str(generator.model_name)
-        self.worker = EngineWorker(generator.engine)
+        self.worker = EngineWorker(generator.scheduler)
         self._eos = int(generator.tokenizer.eos_token_id)
         self._slots = threading.Lock()
 
@@ -272,8 +272,8 @@ def _error_response(exc: ApiError) -> JSONResponse:
 
 
 def create_app(generator: Any, config: ServerConfig | None = None) -> FastAPI:
-    """The FastAPI app serving `generator` (an `api.Generator`). Its engine is stepped by a
-    background thread started here and stopped at app shutdown."""
+    """The FastAPI app serving `generator` (an `api.Generator`). Its engine is stepped by the
+    generator's scheduler; at app shutdown this app's requests still in flight are aborted."""
     from contextlib import asynccontextmanager
 
     service = ChatService(generator, config or ServerConfig())

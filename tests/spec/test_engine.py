@@ -132,5 +132,5 @@ def test_bad_input_errors():
     eng.add_request([1], SamplingParams(), request_id="x")
     with pytest.raises(ValueError, match="already in use"):
         eng.add_request([1], SamplingParams(), request_id="x")
-    with pytest.raises(ValueError, match="max_draft_tokens must be >= 0"):
+    with pytest.raises(ValueError, match="max_draft_tokens must be an integer >= 0"):
         engine(max_draft_tokens=-1)

@@ -28,6 +28,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..chat import schema_instruction
 from ..grammar.protocol import GrammarError
+from ..inputs import PromptTooLong
 from ..sampling import SamplingParams
 from .output import ChoiceOutput, logprobs_body
 from .protocol import ApiError, ChatRequest, chunk_body, completion_body, error_body, new_id, parse_request, usage_body
@@ -127,6 +128,9 @@ class ChatService:
 
     @property
     def context_length(self) -> int | None:
+        known = getattr(self.generator, "context_length", None)
+        if isinstance(known, int) and known > 0:
+            return known
         config = getattr(getattr(self.generator.loaded, "model", None), "config", None)
         value = getattr(config, "max_position_embeddings", None)
         return int(value) if isinstance(value, int) and value > 0 else None
@@ -158,10 +162,17 @@ class ChatService:
             raise ApiError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
         if req.n > self.config.max_n:
             raise ApiError(400, f"n={req.n} is above this server's limit of {self.config.max_n}", param="n")
+        wanted, limit = req.requested_max_tokens, self.config.max_tokens_limit
+        if wanted is not None and limit is not None and wanted > limit:
+            param = "max_completion_tokens" if req.max_completion_tokens is not None else "max_tokens"
+            raise ApiError(400, f"{param}={wanted} is above this server's limit of {limit}", param=param)
         content = self._content_format(req)
         plan = plan_tools(req.tools, req.tool_choice, req.parallel_tool_calls, content)
         try:
-            prompt_ids = self.generator.build_prompt(render_messages(req.messages, plan), hint=self._hint(plan, content))
+            prompt_ids = self.generator.build_prompt(render_messages(req.messages, plan), hint=self._hint(plan, content),
+                                                     max_tokens=req.requested_max_tokens or 0)
+        except PromptTooLong as exc:  # measured against the model's context (tokens + max_tokens)
+            raise ApiError(400, str(exc), param="messages", code="context_length_exceeded") from None
         except ValueError as exc:
             raise ApiError(400, str(exc), param="messages") from None
         if len(prompt_ids) > self.config.max_prompt_tokens:

@@ -53,7 +53,7 @@ def vllm_server(vllm_py, tmp_path_factory):
         vllm_py, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_folder()),
         "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port),
         "--dtype", "float32", "--max-model-len", "2048", "--enforce-eager", "--seed", "0",
-        "--structured-outputs-config.backend", "constrained_spec",
+        "--structured-outputs-config.backend", "constrained_spec", "--tool-call-parser", "hermes",
         "--speculative-config", f'{{"method": "custom_class", "model": "{PROPOSER_PATH}", "num_speculative_tokens": {NUM_SPECULATIVE_TOKENS}}}',
     ]  # fmt: skip
     with open(log_path, "w") as log:

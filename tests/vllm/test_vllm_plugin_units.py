@@ -87,3 +87,12 @@ def test_homogeneity_test_separates_same_from_different_distributions():
     assert different[2] < 1e-6
     with pytest.raises(ValueError, match="equal size"):
         homogeneity_test({"a": 3}, {"a": 4})
+
+
+def test_cli_verify_vllm_without_vllm_is_a_clear_bad_input(monkeypatch, capsys):
+    from constrained_spec.cli import main
+
+    monkeypatch.setenv("CONSTRAINED_SPEC_VLLM_PYTHON", "/nonexistent/python")
+    assert main(["verify", "--engine", "vllm"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and "CONSTRAINED_SPEC_VLLM_PYTHON" in err[0]

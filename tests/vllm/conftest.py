@@ -53,11 +53,14 @@ def vllm_server(vllm_py, tmp_path_factory):
         vllm_py, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_folder()),
         "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port),
         "--dtype", "float32", "--max-model-len", "2048", "--enforce-eager", "--seed", "0",
-        "--structured-outputs-config.backend", "constrained_spec", "--tool-call-parser", "hermes",
+        "--structured-outputs-config.backend", "constrained_spec", "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
         "--speculative-config", f'{{"method": "custom_class", "model": "{PROPOSER_PATH}", "num_speculative_tokens": {NUM_SPECULATIVE_TOKENS}}}',
     ]  # fmt: skip
+    # vLLM 0.32 encodes named/required tool calls as xgrammar structural tags when the tool parser
+    # has one (hermes does); with this switch it sends the tool's JSON schema, which our backend reads.
+    env = {**vllm_env(), "VLLM_ENFORCE_STRICT_TOOL_CALLING": "0"}
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, env=vllm_env(), cwd=vllm_cwd(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(cmd, env=env, cwd=vllm_cwd(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 600
     try:

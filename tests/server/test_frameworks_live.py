@@ -33,7 +33,7 @@ def get_weather(city: str) -> str:
 # ---- LangChain -------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def chat_model(live_server, model_id):
     from langchain_openai import ChatOpenAI
 

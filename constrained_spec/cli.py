@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--model", default=None, help="a local Hugging Face model folder (default: SmolLM2-135M-Instruct)")
     p.add_argument("--draft", default="auto", help="proposer: auto, forced, ngram, suffix, none, or a draft model folder")
-    p.add_argument("--max-tokens-limit", type=int, default=2048, help="largest max_tokens a request may ask for")
+    p.add_argument("--max-tokens-limit", type=int, default=None, help="largest max_tokens a request may ask for (default: the model's context)")
     p.add_argument("--max-in-flight", type=int, default=64, help="engine requests in flight before answering 429")
     p.add_argument("--runner", default="auto", choices=("auto", "static", "hf"), help="model runner: auto (static KV cache for Llama models), static, hf (transformers)")
     return parser

@@ -119,15 +119,15 @@ class Generator:
         tokenizer: Any = None,
         runner: str = "auto",
     ) -> None:
-        from .engine_setup import RUNNER_NAMES, build_engine, make_vocabulary
+        from .engine_setup import build_engine, check_runner, make_vocabulary
+        from .grammar.compiler import check_backend
         from .scheduler import Scheduler
+        from .speculative import check_draft_limit
 
-        if backend not in ("default", "llguidance"):
-            raise ValueError(f"unknown grammar backend {backend!r}; expected 'default' or 'llguidance'")
-        if runner not in RUNNER_NAMES:
-            raise ValueError(f"runner must be one of {', '.join(RUNNER_NAMES)}, got {runner!r}")
-        if not isinstance(max_draft_tokens, int) or isinstance(max_draft_tokens, bool) or max_draft_tokens < 0:
-            raise ValueError(f"max_draft_tokens must be an integer >= 0, got {max_draft_tokens!r}")
+        # Each rule lives in the layer that owns it; asked here only to fail before loading the model.
+        check_backend(backend)
+        check_runner(runner)
+        check_draft_limit(max_draft_tokens)
         self.verbose = verbose
         self.backend = backend
         self.max_draft_tokens = max_draft_tokens
@@ -162,42 +162,26 @@ class Generator:
     ) -> _Constraint:
         from .grammar import compile as compile_grammar
 
-        given = [n for n, v in (("schema", schema), ("regex", regex), ("grammar", grammar), ("choices", choices)) if v is not None]
+        spec = {name: value for name, value in (("json_schema", schema), ("regex", regex), ("grammar", grammar), ("choices", choices)) if value is not None}
         if json_object:
-            given.append("json_object")
-        if len(given) > 1:
-            raise ValueError(f"give at most one constraint, got {', '.join(given)}")
-        if not given:
+            spec["json_object"] = True
+        if not spec:
             return _Constraint(None, None, None)
         start = time.perf_counter()
-        kind = given[0]
-        if kind == "schema":
+        parse: Callable[[str], Any] = str
+        hint = None
+        if schema is not None and len(spec) == 1:
             resolved = resolve_schema(schema)
-            compiled = compile_grammar(json_schema=resolved.json_schema, vocab=self.vocabulary, backend=self.backend)
-            result = _Constraint(compiled, resolved.parse, schema_instruction(resolved.json_schema))
-        elif kind == "json_object":
+            spec["json_schema"], parse, hint = resolved.json_schema, resolved.parse, schema_instruction(resolved.json_schema)
+        elif json_object:
             import json
 
-            compiled = compile_grammar(json_object=True, vocab=self.vocabulary, backend=self.backend)
-            result = _Constraint(compiled, json.loads, "Reply with a JSON object.")
-        elif kind == "regex":
-            if not isinstance(regex, str) or not regex:
-                raise ValueError(f"regex must be a non-empty string, got {regex!r}")
-            result = _Constraint(compile_grammar(regex=regex, vocab=self.vocabulary, backend=self.backend), str, None)
-        elif kind == "grammar":
-            if not isinstance(grammar, str) or not grammar.strip():
-                raise ValueError(f"grammar must be Lark text or a bundled grammar name, got {grammar!r}")
-            result = _Constraint(compile_grammar(grammar=grammar, vocab=self.vocabulary, backend=self.backend), str, None)
-        else:
-            if isinstance(choices, str) or not isinstance(choices, Sequence) or not choices:
-                raise ValueError(f"choices must be a non-empty list of strings, got {choices!r}")
-            if not all(isinstance(c, str) and c for c in choices):
-                raise ValueError("every choice must be a non-empty string")
-            compiled = compile_grammar(choices=list(choices), vocab=self.vocabulary, backend=self.backend)
-            result = _Constraint(compiled, str, None)
+            parse, hint = json.loads, "Reply with a JSON object."
+        # the grammar layer checks the rest: exactly one constraint, each one's type and content
+        compiled = compile_grammar(**spec, vocab=self.vocabulary, backend=self.backend)
         if self.verbose:
-            _log(f"compiled the {kind} constraint in {time.perf_counter() - start:.2f} s")
-        return result
+            _log(f"compiled the {', '.join(spec)} constraint in {time.perf_counter() - start:.2f} s")
+        return _Constraint(compiled, parse, hint)
 
     def compile_constraint(
         self, *, schema: Any = None, regex: str | None = None, grammar: str | None = None,

@@ -20,7 +20,7 @@ from .vocabulary import Vocabulary
 
 __all__ = [
     "compile", "compile_regex", "compile_json_schema", "compile_json_object", "compile_choices",
-    "compile_grammar", "clear_cache", "BACKENDS",
+    "compile_grammar", "clear_cache", "check_backend", "BACKENDS",
 ]  # fmt: skip
 
 BACKENDS = ("default", "llguidance")
@@ -54,11 +54,16 @@ def _cached(key: tuple, build: Callable[[], CompiledGrammar]) -> CompiledGrammar
     return compiled
 
 
+def check_backend(backend: object) -> None:
+    """GrammarError (a ValueError) unless `backend` names a grammar backend."""
+    if backend not in BACKENDS:
+        raise GrammarError(f"unknown grammar backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+
+
 def _check(vocab: Any, backend: str) -> None:
     if not isinstance(vocab, Vocabulary):
         raise GrammarError(f"vocab must be a constrained_spec Vocabulary, got {type(vocab).__name__}")
-    if backend not in BACKENDS:
-        raise GrammarError(f"unknown grammar backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+    check_backend(backend)
 
 
 def _from_ir(grammar: Grammar, vocab: Vocabulary) -> CompiledGrammar:
@@ -77,8 +82,8 @@ def _from_ir(grammar: Grammar, vocab: Vocabulary) -> CompiledGrammar:
 def compile_regex(pattern: str, vocab: Vocabulary, backend: str = "default") -> CompiledGrammar:
     """The full-match constraint of a regex (Rust regex syntax, as outlines-core reads it)."""
     _check(vocab, backend)
-    if not isinstance(pattern, str):
-        raise GrammarError(f"regex must be a string, got {type(pattern).__name__}")
+    if not isinstance(pattern, str) or not pattern:
+        raise GrammarError(f"regex must be a non-empty string, got {pattern!r}")
     if backend == "llguidance":
         from .llguidance_backend import compile_llguidance
 
@@ -115,8 +120,8 @@ def compile_json_object(vocab: Vocabulary, whitespace: str | None = None, backen
 
 def compile_choices(choices: Sequence[str], vocab: Vocabulary, backend: str = "default") -> CompiledGrammar:
     """Exactly one of the given strings."""
-    if isinstance(choices, str) or not choices or not all(isinstance(c, str) for c in choices):
-        raise GrammarError("choices must be a non-empty list of strings")
+    if isinstance(choices, str) or not isinstance(choices, Sequence) or not choices or not all(isinstance(c, str) and c for c in choices):
+        raise GrammarError(f"choices must be a non-empty list of non-empty strings, got {choices!r}")
     return compile_regex("|".join(f"(?:{regex_escape(c)})" for c in choices), vocab, backend)
 
 
@@ -159,7 +164,7 @@ def compile(
     if json_object:
         given.append("json_object")
     if len(given) != 1:
-        raise GrammarError(f"compile() needs exactly one constraint (regex, json_schema, json_object, choices, grammar); got {given or 'none'}")
+        raise GrammarError(f"give exactly one constraint (regex, json_schema, json_object, choices, grammar), got {', '.join(given) or 'none'}")
     if regex is not None:
         return compile_regex(regex, vocab, backend)
     if json_schema is not None:

@@ -14,6 +14,7 @@ is on by default; `speculative=False` turns it off for one call, `draft="none"` 
 
 from __future__ import annotations
 
+import json
 import queue
 import sys
 import threading
@@ -24,10 +25,14 @@ from typing import Any
 
 from .chat import normalize_messages, render_prompt, schema_instruction
 from .grammar.protocol import CompiledGrammar, GrammarError
+from .inputs import PromptTooLong, check_constraint, check_prompt_fits, context_length, longest_token_chars, message_chars, one_line
 from .sampling import SamplingParams
 from .schemas import OutputValidationError, resolve_schema
 
-__all__ = ["Generator", "Result", "Stream", "generate", "stream", "default_generator", "GrammarError", "OutputValidationError"]
+__all__ = [
+    "Generator", "Result", "Stream", "generate", "stream", "check_request", "default_generator", "GrammarError",
+    "OutputValidationError", "PromptTooLong",
+]  # fmt: skip
 
 Prompt = str | Sequence[Mapping[str, Any]]
 
@@ -75,19 +80,44 @@ def _make_params(params: SamplingParams | None, sampling_kwargs: dict[str, Any])
     unknown = sorted(set(sampling_kwargs) - known)
     if unknown:
         raise ValueError(f"unknown sampling parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    return base.replace(**sampling_kwargs)
+    try:
+        return base.replace(**sampling_kwargs)
+    except TypeError as exc:  # e.g. stop=5: tuple(5)
+        raise ValueError(f"bad sampling parameter value: {exc}") from None
+
+
+_LOADED_CACHE_SIZE = 2
+_loaded: dict[tuple, Any] = {}  # (model name or folder, load options) -> LoadedModel, oldest first
+_loaded_lock = threading.Lock()
+
+
+def _load_shared(model: Any, verbose: bool, **load_options: Any) -> Any:
+    """load_model through a small cache: `generate()` and every `Generator(...)` of the same model
+    (and options such as device and dtype) share one copy of the weights."""
+    from .models import load_model
+
+    key = ("default" if model in (None, "default") else str(model), tuple(sorted((k, str(v)) for k, v in load_options.items())))
+    with _loaded_lock:
+        if key in _loaded:
+            _loaded[key] = _loaded.pop(key)  # most recently used last
+            return _loaded[key]
+        loaded = load_model(model, verbose=verbose, **load_options)
+        _loaded[key] = loaded
+        while len(_loaded) > _LOADED_CACHE_SIZE:
+            _loaded.pop(next(iter(_loaded)))
+        return loaded
 
 
 def _load(model: Any, tokenizer: Any, verbose: bool) -> Any:
     """None / "default" / folder / LoadedModel / (HF model + tokenizer) -> LoadedModel."""
-    from .models import LoadedModel, load_model
+    from .models import LoadedModel
 
     if isinstance(model, LoadedModel):
         return model
     if model is None or isinstance(model, str) or hasattr(model, "__fspath__"):
         if tokenizer is not None:
             raise ValueError("tokenizer= is only used with an already loaded model object")
-        return load_model(model, verbose=verbose)
+        return _load_shared(model, verbose)
     if hasattr(model, "model") and hasattr(model, "tokenizer"):
         return LoadedModel(model=model.model, tokenizer=model.tokenizer, name=getattr(model, "name", "model"))
     if tokenizer is None:
@@ -140,47 +170,76 @@ class Generator:
         self.draft = draft
         self.runner = runner
         self.engine = build_engine(self.loaded, draft=draft, max_draft_tokens=max_draft_tokens, vocabulary=self.vocabulary, runner=runner)
+        self.context_length = context_length(self.loaded.model)  # None when the model does not say
         self.scheduler = Scheduler(self.engine)  # the engine's one owner: every call submits to it
 
     # -- prompts and constraints -------------------------------------------------------------
 
-    def build_prompt(self, prompt_or_messages: Prompt, system_prompt: str | None = None, *, hint: str | None = None) -> list[int]:
+    def build_prompt(
+        self, prompt_or_messages: Prompt, system_prompt: str | None = None, *, hint: str | None = None, max_tokens: int = 0,
+    ) -> list[int]:
         """A prompt string or chat messages -> prompt token ids through the chat template.
-        `hint` (e.g. which JSON keys to write) is appended to the last user message."""
+        `hint` (e.g. which JSON keys to write) is appended to the last user message. Raises
+        PromptTooLong (a ValueError) when the prompt plus `max_tokens` cannot fit the model's
+        context; a prompt far too long is refused from its length before it is tokenized."""
         messages = normalize_messages(prompt_or_messages, system_prompt)
+        context = getattr(self, "context_length", None)
+        if context is not None:
+            check_prompt_fits(prompt_chars=message_chars(messages), max_tokens=max_tokens, context=context,
+                              longest_token=longest_token_chars(self.tokenizer))
         if hint:
             last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=None)
             if last_user is None:
                 messages.append({"role": "user", "content": hint})
             else:
                 messages[last_user] = {"role": "user", "content": f"{messages[last_user]['content']}\n{hint}"}
-        return render_prompt(self.tokenizer, messages)
+        ids = render_prompt(self.tokenizer, messages)
+        check_prompt_fits(prompt_tokens=len(ids), max_tokens=max_tokens, context=context)
+        return ids
 
     def _constraint(
         self, *, schema: Any = None, regex: str | None = None, grammar: str | None = None,
         choices: Sequence[str] | None = None, json_object: bool = False,
     ) -> _Constraint:
-        from .grammar import compile as compile_grammar
-
         spec = {name: value for name, value in (("json_schema", schema), ("regex", regex), ("grammar", grammar), ("choices", choices)) if value is not None}
         if json_object:
             spec["json_object"] = True
         if not spec:
             return _Constraint(None, None, None)
         start = time.perf_counter()
+        try:
+            result = self._compile(spec, schema)
+        except RecursionError:
+            raise GrammarError("the constraint is nested too deeply to compile (Python's recursion limit)") from None
+        except GrammarError as exc:  # Lark and others write several lines; a surface shows one
+            raise GrammarError(one_line(exc)) from None
+        if self.verbose:
+            _log(f"compiled the {', '.join(spec)} constraint in {time.perf_counter() - start:.2f} s")
+        return result
+
+    def _compile(self, spec: dict[str, Any], schema: Any) -> _Constraint:
+        """Compile through the grammar layer, which checks the constraint itself (exactly one;
+        each one's type and content). Here: schema sources, readable text, parse and hint."""
+        from .grammar import compile as compile_grammar
+        from .inputs import check_text
+
         parse: Callable[[str], Any] = str
         hint = None
         if schema is not None and len(spec) == 1:
             resolved = resolve_schema(schema)
+            check_text(json.dumps(resolved.json_schema, ensure_ascii=False), "schema")
             spec["json_schema"], parse, hint = resolved.json_schema, resolved.parse, schema_instruction(resolved.json_schema)
-        elif json_object:
-            import json
-
+        elif "json_object" in spec:
             parse, hint = json.loads, "Reply with a JSON object."
-        # the grammar layer checks the rest: exactly one constraint, each one's type and content
+        for name in ("regex", "grammar"):
+            if isinstance(spec.get(name), str):
+                check_text(spec[name], name)
+        choices = spec.get("choices")
+        if isinstance(choices, Sequence) and not isinstance(choices, str):
+            for i, choice in enumerate(choices):
+                if isinstance(choice, str):
+                    check_text(choice, f"choices[{i}]")
         compiled = compile_grammar(**spec, vocab=self.vocabulary, backend=self.backend)
-        if self.verbose:
-            _log(f"compiled the {', '.join(spec)} constraint in {time.perf_counter() - start:.2f} s")
         return _Constraint(compiled, parse, hint)
 
     def compile_constraint(
@@ -198,7 +257,7 @@ class Generator:
         params = _make_params(kwargs.pop("params", None), {k: v for k, v in kwargs.items() if k not in ("system_prompt", "speculative", "schema_in_prompt")})
         speculative = kwargs.get("speculative", True)
         hint = constraint.hint if kwargs.get("schema_in_prompt", True) else None
-        prompt_ids = self.build_prompt(prompt, kwargs.get("system_prompt"), hint=hint)
+        prompt_ids = self.build_prompt(prompt, kwargs.get("system_prompt"), hint=hint, max_tokens=params.max_tokens)
         return prompt_ids, params, constraint, bool(speculative)
 
     def _submit(self, prompt_ids: list[int], params: SamplingParams, constraint: _Constraint, speculative: bool,
@@ -242,7 +301,7 @@ class Generator:
             raise ValueError("prompts must be a non-empty list of prompts")
         first_ids, params, constraint, speculative = self._prepare(prompts[0], dict(kwargs))
         hint = constraint.hint if kwargs.get("schema_in_prompt", True) else None
-        all_ids = [first_ids] + [self.build_prompt(p, kwargs.get("system_prompt"), hint=hint) for p in prompts[1:]]
+        all_ids = [first_ids] + [self.build_prompt(p, kwargs.get("system_prompt"), hint=hint, max_tokens=params.max_tokens) for p in prompts[1:]]
         replies: queue.SimpleQueue[Any] = queue.SimpleQueue()
         ids: list[str] = []
         done: dict[str, Any] = {}
@@ -323,11 +382,25 @@ def default_generator() -> Generator:
         return _default
 
 
+def check_request(prompt: Prompt, **kwargs: Any) -> None:
+    """Check everything in a `generate` call that needs no model: the prompt text, the sampling
+    parameters and the constraint (as far as it compiles without a tokenizer). Raises the
+    ValueError (GrammarError included) that the call would raise, without loading anything."""
+    normalize_messages(prompt, kwargs.get("system_prompt"))
+    constraint_keys = ("schema", "regex", "grammar", "choices", "json_object")
+    options = ("system_prompt", "speculative", "schema_in_prompt", "params")
+    _make_params(kwargs.get("params"), {k: v for k, v in kwargs.items() if k not in constraint_keys + options})
+    check_constraint(**{k: kwargs[k] for k in constraint_keys if k in kwargs})
+
+
 def generate(prompt: Prompt, **kwargs: Any) -> Result:
-    """`Generator.generate` on the shared default-model Generator (loaded once per process)."""
+    """`Generator.generate` on the shared default-model Generator (loaded once per process; the
+    request is checked before the first load, so a mistake costs no load)."""
+    check_request(prompt, **kwargs)
     return default_generator().generate(prompt, **kwargs)
 
 
 def stream(prompt: Prompt, **kwargs: Any) -> Stream:
     """`Generator.stream` on the shared default-model Generator."""
+    check_request(prompt, **kwargs)
     return default_generator().stream(prompt, **kwargs)

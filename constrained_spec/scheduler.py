@@ -48,13 +48,14 @@ class Scheduler:
 
     def submit(
         self, prompt_ids: Sequence[int], params: SamplingParams, grammar: CompiledGrammar | None, deliver: Deliver,
-        *, max_draft_tokens: int | None = None,
+        *, max_draft_tokens: int | None = None, logprobs: int | None = None,
     ) -> str:
-        """Queue a request; returns its id. Errors in the request itself (ValueError) raise here."""
+        """Queue a request; returns its id. Errors in the request itself (ValueError) raise here.
+        `logprobs`: see `Engine.add_request`."""
         with self._lock:  # routed before the engine can produce output for it
             if self._closed:
                 raise RuntimeError("the engine's scheduler is closed (closed, or the engine broke: see the log)")
-            request_id = self.engine.add_request(prompt_ids, params, grammar, max_draft_tokens=max_draft_tokens)
+            request_id = self.engine.add_request(prompt_ids, params, grammar, max_draft_tokens=max_draft_tokens, logprobs=logprobs)
             self._routes[request_id] = deliver
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="constrained-spec-engine", daemon=True)

@@ -17,6 +17,12 @@ drafted token based on the tokens up to it, so the induction over steps holds.
 
 Token accounting: `max_tokens` counts every sampled token, EOS included; EOS is not put in
 `token_ids`. A request stopped by max_tokens reports finish_reason "length" (incomplete).
+
+Log-probs (opt-in per request, `add_request(..., logprobs=n)`): for every emitted token, accepted
+draft or not, its log-probability under the processed target distribution p it was verified
+against (grammar mask, penalties, bias, temperature, top-k/p, min-p applied), and the n most
+likely tokens of that p. Greedy requests (temperature 0) have a one-hot p; they report the
+processed distribution at temperature 1 instead. Requests that do not ask pay nothing.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ from .runners import Runner
 from .sampling import SamplingParams, filtered_logits, history_tensors, process_logits
 from .spec_stats import DraftLengthPolicy, SpecStats
 
-__all__ = ["Engine", "RequestOutput", "SpecStats", "check_draft_limit"]
+__all__ = ["Engine", "RequestOutput", "SpecStats", "TokenLogprob", "check_draft_limit"]
 
 _DRAFT_SEED_OFFSET = 0x9E3779B97F4A7C15  # draft randomness: a stream separate from verification
 
@@ -60,6 +66,16 @@ class RequestOutput:
     stats: SpecStats
     text: str | None = None
     text_delta: str = ""
+    logprobs: list[TokenLogprob] | None = None  # aligned with token_ids, when asked for
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """An emitted token's log-probability under p, and the `top` most likely (token, log p)."""
+
+    token_id: int
+    logprob: float
+    top: tuple[tuple[int, float], ...] = ()
 
 
 @dataclass
@@ -79,6 +95,9 @@ class _Request:
     started_at: float = 0.0
     finish_reason: str | None = None
     detokenizer: Detokenizer | None = None  # with the engine's decode: text and stop strings
+    top_logprobs: int | None = None  # None: no log-probs; n: the emitted token's and the top n
+    logprobs: list[TokenLogprob] = field(default_factory=list)  # one per output token
+    pending_logprobs: list[TokenLogprob] = field(default_factory=list)  # this step's, one per drawn token
 
 
 @dataclass
@@ -155,15 +174,20 @@ class Engine:
         request_id: str | None = None,
         *,
         max_draft_tokens: int | None = None,
+        logprobs: int | None = None,
     ) -> str:
         """Queue a request for the next step; returns its id. `max_draft_tokens` caps its drafts
-        per step (None: the engine's; 0: no speculation, plain constrained sampling)."""
+        per step (None: the engine's; 0: no speculation, plain constrained sampling). logprobs:
+        None (off), or n >= 0 to get each emitted token's log-prob and the n most likely
+        alternatives (see the module docstring)."""
         prompt = [int(t) for t in prompt_ids]
         limit = self.max_draft_tokens if max_draft_tokens is None else check_draft_limit(max_draft_tokens)
         if not prompt:
             raise ValueError("prompt_ids must not be empty (the model needs at least one token to condition on)")
         if not isinstance(params, SamplingParams):
             raise TypeError(f"params must be SamplingParams, got {type(params).__name__}")
+        if logprobs is not None and (not isinstance(logprobs, int) or isinstance(logprobs, bool) or logprobs < 0):
+            raise ValueError(f"logprobs must be None or an integer >= 0, got {logprobs!r}")
         if params.logit_bias and max(params.logit_bias) >= self.runner.vocab_size:
             raise ValueError(f"logit_bias names token {max(params.logit_bias)}, beyond the vocabulary of {self.runner.vocab_size}")
         if params.stop and self.decode is None:
@@ -179,6 +203,7 @@ class Engine:
             policy=self.policy_factory(limit),
             max_draft_tokens=limit,
             last_token=prompt[-1],
+            top_logprobs=logprobs,
             detokenizer=Detokenizer(self.decode, params.stop, self.eos_token_id) if self.decode is not None else None,
         )
         with self._lock:
@@ -222,8 +247,13 @@ class Engine:
 
         plans = [self._plan(r) for r in active]  # 1 + 2: drafts and mask rows
         logits = self.runner.score([(r.request_id, [r.last_token] + p.draft.token_ids) for r, p in zip(active, plans)])  # 3
-        emitted, num_accepted = self._verify(active, plans, logits)  # 4
+        emitted, num_accepted, target, target_is_p = self._verify(active, plans, logits)  # 4
+        start = 0
         for request, plan, tokens, m in zip(active, plans, emitted, num_accepted):  # 5
+            rows = len(plan.draft) + 1
+            if request.top_logprobs is not None:
+                self._record_logprobs(request, target[start : start + rows], target_is_p, tokens)
+            start += rows
             outputs.append(self._commit(request, plan, tokens, m))
         return outputs
 
@@ -297,8 +327,10 @@ class Engine:
             matcher.accept_token(tokens[j])
         return bitmask, len(tokens)
 
-    def _verify(self, active: list[_Request], plans: list[_Planned], logits: list[torch.Tensor]) -> tuple[list[list[int]], list[int]]:
-        """Process every request's k + 1 rows into p and run the rejection sampler on the batch."""
+    def _verify(self, active: list[_Request], plans: list[_Planned], logits: list[torch.Tensor]) -> tuple[list[list[int]], list[int], torch.Tensor, bool]:
+        """Process every request's k + 1 rows into p and run the rejection sampler on the batch.
+        Returns (tokens per request, accepted drafts per request, the target rows [D + B, V],
+        whether non-greedy rows hold p itself rather than its processed logits)."""
         vocab = logits[0].shape[-1]
         device = logits[0].device
         use_kernel = self.kernel == "triton" or (self.kernel == "auto" and device.type == "cuda")
@@ -329,7 +361,7 @@ class Engine:
         else:
             out, num_accepted = rejection_sample(target, draft_ids, cu, draft_probs, randomness, greedy)
         out, num_accepted = out.tolist(), num_accepted.tolist()
-        return [row[: m + 1] for row, m in zip(out, num_accepted)], num_accepted
+        return [row[: m + 1] for row, m in zip(out, num_accepted)], num_accepted, target, not use_kernel
 
     def _target_rows(self, active: list[_Request], plans: list[_Planned], logits: list[torch.Tensor], probs: bool = True) -> torch.Tensor:
         """p for every row through `process_logits` (or, for the kernel, the untempered
@@ -365,6 +397,22 @@ class Engine:
                 start += n
         return torch.cat(out)  # [D + B, V]
 
+    @staticmethod
+    def _record_logprobs(r: _Request, rows: torch.Tensor, rows_are_p: bool, tokens: list[int]) -> None:
+        """Log p of each emitted token (token j was drawn at row j) and the top n of that row.
+        rows: [k + 1, V], p itself or (greedy / kernel path) the processed untempered logits."""
+        if rows_are_p and not r.params.greedy:
+            logp = torch.log(rows[: len(tokens)].float())  # [n, V]
+        else:
+            temperature = r.params.temperature if not r.params.greedy else 1.0
+            logp = torch.log_softmax(rows[: len(tokens)].float() / temperature, dim=-1)  # [n, V]
+        chosen = logp.gather(1, torch.tensor(tokens, dtype=torch.long, device=logp.device)[:, None])[:, 0].tolist()
+        tops: list[tuple[tuple[int, float], ...]] = [()] * len(tokens)
+        if r.top_logprobs:
+            values, ids = torch.topk(logp, min(r.top_logprobs, logp.shape[-1]), dim=-1)  # [n, top]
+            tops = [tuple(zip(i, v)) for i, v in zip(ids.tolist(), values.tolist())]
+        r.pending_logprobs = [TokenLogprob(t, lp, top) for t, lp, top in zip(tokens, chosen, tops)]
+
     def _commit(self, r: _Request, plan: _Planned, tokens: list[int], m: int) -> RequestOutput:
         """Keep the m accepted drafts and the final token; roll matcher and runner back to match."""
         k = len(plan.draft)
@@ -383,13 +431,16 @@ class Engine:
         if k and feedback is not None:
             feedback(r.request_id, k, m)
         new: list[int] = []
-        for token in tokens:
+        pending = r.pending_logprobs if r.top_logprobs is not None else None
+        for j, token in enumerate(tokens):
             r.sampled += 1
             if token == self.eos_token_id:
                 r.finish_reason = "stop"
                 break
             r.output_ids.append(token)
             new.append(token)
+            if pending is not None:
+                r.logprobs.append(pending[j])
             if r.detokenizer is not None and r.detokenizer.push([token]):  # a stop string
                 r.finish_reason = "stop"
                 break
@@ -429,6 +480,7 @@ class Engine:
             stats=r.stats,
             text=detokenizer.text if detokenizer is not None and finished else None,
             text_delta=detokenizer.delta() if detokenizer is not None else "",
+            logprobs=list(r.logprobs) if r.top_logprobs is not None else None,
         )
 
 

@@ -11,13 +11,14 @@ way gpt-fast and vLLM build theirs:
 - A request whose feed is longer than the largest draft bucket (a prompt) runs alone over its slot.
 - Prefix cache: the keys/values of the last `prefix_cache_size` prompts are kept; a request whose
   prompt shares >= `min_prefix` leading tokens copies them into its slot once.
-- `compile=True` (default on CUDA) runs the batch forward through `torch.compile` at fixed shapes: the feed width is
-  padded to a draft-length bucket (`buckets`), the slot range to a power of two, the attention
+- `compile=True` (default on CUDA) runs the batch forward through `torch.compile` at fixed
+  shapes: the feed width is padded to a draft-length bucket (`buckets`), the slot range to a power of two, the attention
   window to the whole capacity; on CUDA with mode "reduce-overhead" (CUDA graphs, one per bucket).
   Each bucket is compiled once at construction (the warm-up, logged) and reused.
 
 The cache grows (doubling) when a request needs more positions or slots than allocated; a compiled
-forward then recompiles once for the new shapes.
+forward then recompiles once for the new shapes (logged), so compiled runners preallocate 16 slots
+of min(max_position_embeddings, 4096) positions; eager ones start at 1 x 512 and grow.
 """
 
 from __future__ import annotations
@@ -58,17 +59,23 @@ class StaticRunner:
 
     def __init__(
         self, model: Any, *, compile: bool | None = None, buckets: Sequence[int] = DRAFT_BUCKETS,
-        slots: int = 1, capacity: int = 512, prefix_cache_size: int = 8, min_prefix: int = 8,
+        slots: int | None = None, capacity: int | None = None, prefix_cache_size: int = 8, min_prefix: int = 8,
         compile_backend: str = "inductor",
     ) -> None:
         if prefix_cache_size < 0 or min_prefix < 1:
             raise ValueError(f"need prefix_cache_size >= 0 and min_prefix >= 1, got {prefix_cache_size}, {min_prefix}")
         if not buckets or sorted(set(buckets)) != list(buckets) or buckets[0] < 1:
             raise ValueError(f"buckets must be increasing positive widths, got {tuple(buckets)}")
+        device = next(model.parameters()).device
+        self.compiled = default_compile(device) if compile is None else bool(compile)
+        # Compiled shapes include the cache's, and growing it recompiles them: preallocate there.
+        max_positions = int(getattr(model.config, "max_position_embeddings", 4096) or 4096)
+        slots = slots or (16 if self.compiled else 1)
+        capacity = capacity or (min(max_positions, 4096) if self.compiled else 512)
         self.net = StaticLlama(model, slots=max(slots, 1), capacity=max(capacity, 2 * buckets[-1]))
-        self.device = self.net.embed.device
+        self.device = device
         self.buckets = tuple(buckets)
-        self.compiled = default_compile(self.device) if compile is None else bool(compile)
+        self._compiled_shapes: set[tuple[int, ...]] = set()
         self._vocab_size = int(self.net.lm_head.shape[0])
         self._slots: dict[str, _Slot] = {}
         self.prefix_cache_size, self.min_prefix = prefix_cache_size, min_prefix
@@ -171,9 +178,15 @@ class StaticRunner:
         positions = torch.tensor(lengths, dtype=torch.long)[:, None] + torch.arange(width)  # [B, T]
         needed = int(positions.max()) + 1
         self._ensure(high, needed)
-        window = self.net.capacity if compiled else needed
-        forward = self._forward if compiled else self.net.forward
-        return forward(ids.to(self.device), positions.to(self.device), low, window)
+        if not compiled:
+            return self.net.forward(ids.to(self.device), positions.to(self.device), low, needed)
+        shape = (high - low, width, self.net.slots, self.net.capacity)
+        if shape not in self._compiled_shapes and self._compiled_shapes:  # after the warm-up
+            _log(f"static runner: compiling a new shape (rows, width, slots, capacity) = {shape}")
+        self._compiled_shapes.add(shape)
+        if self.device.type == "cuda":  # a new CUDA-graph step: the previous outputs are consumed
+            torch.compiler.cudagraph_mark_step_begin()
+        return self._forward(ids.to(self.device), positions.to(self.device), low, self.net.capacity)
 
     def _ensure(self, slots: int, positions: int) -> None:
         """Grow the cache (doubling) to hold `slots` slots of `positions` positions."""
@@ -218,10 +231,11 @@ class StaticRunner:
         finally:
             self._slots = saved
         self.warmup_s = time.perf_counter() - start
-        print(
-            f"[constrained_spec] static runner: compiled {len(self.buckets)} draft buckets {self.buckets} on {self.device} "
-            f"in {self.warmup_s:.1f} s (once per runner)", file=sys.stderr, flush=True,
-        )
+        _log(f"static runner: compiled {len(self.buckets)} draft buckets {self.buckets} on {self.device} in {self.warmup_s:.1f} s (once per runner)")
+
+
+def _log(message: str) -> None:
+    print(f"[constrained_spec] {message}", file=sys.stderr, flush=True)
 
 
 def _power_of_two(n: int) -> int:

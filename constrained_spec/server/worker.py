@@ -39,7 +39,7 @@ class EngineWorker:
         return self.scheduler.peak_batch
 
     def submit(self, prompt_ids: list[int], params: Any, grammar: Any, loop: asyncio.AbstractEventLoop,
-               queue: asyncio.Queue) -> str:
+               queue: asyncio.Queue, logprobs: int | None = None) -> str:
         if self._closed:
             raise EngineFailure("the server is shutting down")
 
@@ -57,7 +57,7 @@ class EngineWorker:
                 pass
 
         with self._lock:  # live before the scheduler can deliver for it
-            request_id = self.scheduler.submit(prompt_ids, params, grammar, deliver)
+            request_id = self.scheduler.submit(prompt_ids, params, grammar, deliver, logprobs=logprobs)
             self._live.add(request_id)
         return request_id
 

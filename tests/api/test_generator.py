@@ -92,7 +92,7 @@ def test_module_level_generate_uses_the_shared_generator(generator, monkeypatch)
         (dict(schema={"type": "strin"}), ValueError, "invalid JSON schema at type"),
         (dict(grammar="no_such_grammar_name"), ValueError, "unknown bundled grammar 'no_such_grammar_name'; available: arithmetic"),
         (dict(regex="(unclosed"), GrammarError, "cannot compile regex '(unclosed'"),
-        (dict(regex="a", choices=["a"]), ValueError, "give exactly one constraint (regex, json_schema, json_object, choices, grammar), got regex, choices"),
+        (dict(regex="a", choices=["a"]), ValueError, "give exactly one constraint (regex, json_schema, json_object, choices, grammar, ir), got regex, choices"),
         (dict(choices=[]), ValueError, "choices must be a non-empty list of non-empty strings"),
         (dict(temperature=-1), ValueError, "SamplingParams.temperature=-1"),
         (dict(temprature=0.5), ValueError, "unknown sampling parameter"),

@@ -87,12 +87,12 @@ def random_walk(model, runner, seed: int, steps: int = 30) -> int:
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "fixed-shapes"])
 def test_random_walk_matches_transformers_forward(device, compiled):
     model = tiny_llama().to(device)
-    runner = StaticRunner(model, compile=compiled, compile_backend="eager", capacity=32)  # small: the cache must grow
+    runner = StaticRunner(model, compile=compiled, compile_backend="eager", slots=1, capacity=32)  # small: the cache must grow
     assert runner.compiled == compiled
     checked = random_walk(model, runner, seed=1)
     assert checked > 150
     assert runner.prefix_hits > 0  # shared prompt prefixes were copied, not recomputed
-    assert runner.net.capacity > 32  # grown while requests were live
+    assert runner.net.capacity > 32 and runner.net.slots > 1  # grown while requests were live
 
 
 def test_every_draft_width_after_rollback_and_prefix_reuse():
@@ -100,7 +100,7 @@ def test_every_draft_width_after_rollback_and_prefix_reuse():
     after a rollback, in both modes; untied lm_head and attention/MLP biases on."""
     model = tiny_llama(seed=3, tie_word_embeddings=False, attention_bias=True, mlp_bias=True)
     for compiled in (False, True):
-        runner = StaticRunner(model, compile=compiled, compile_backend="eager", min_prefix=4)
+        runner = StaticRunner(model, compile=compiled, compile_backend="eager", min_prefix=4, slots=1, capacity=64)
         prompt = list(range(10, 30))
         runner.start("warm", prompt[:-1])
         runner.score([("warm", [prompt[-1]])])

@@ -9,7 +9,8 @@ loaded model), builds its grammar vocabulary and a speculative `Engine`, and the
     s.result.value
 
 Speculation never changes the output distribution (the engine's rejection rule is exact), so it
-is on by default; `speculative=False` turns it off for one call, `draft="none"` for all.
+is on by default; `speculative=False` turns it off for one call (`speculative=3`: at most 3
+drafts per step), `draft="none"` for all.
 """
 
 from __future__ import annotations
@@ -258,14 +259,14 @@ class Generator:
         speculative = kwargs.get("speculative", True)
         hint = constraint.hint if kwargs.get("schema_in_prompt", True) else None
         prompt_ids = self.build_prompt(prompt, kwargs.get("system_prompt"), hint=hint, max_tokens=params.max_tokens)
-        return prompt_ids, params, constraint, bool(speculative)
+        return prompt_ids, params, constraint, speculative
 
-    def _submit(self, prompt_ids: list[int], params: SamplingParams, constraint: _Constraint, speculative: bool,
+    def _submit(self, prompt_ids: list[int], params: SamplingParams, constraint: _Constraint, speculative: bool | int,
                 replies: "queue.SimpleQueue[Any]") -> str:
         """Hand one request to the scheduler; its outputs (or the step's exception) go to `replies`."""
         return self.scheduler.submit(
             prompt_ids, params, constraint.grammar, lambda _id, item: replies.put(item),
-            max_draft_tokens=None if speculative else 0,
+            max_draft_tokens=None if speculative is True else 0 if speculative is False else speculative,
         )
 
     def _finish(self, output: Any, params: SamplingParams, constraint: _Constraint) -> Result:
@@ -282,12 +283,14 @@ class Generator:
     def generate(
         self, prompt: Prompt, *, schema: Any = None, regex: str | None = None, grammar: str | None = None,
         choices: Sequence[str] | None = None, json_object: bool = False, params: SamplingParams | None = None,
-        system_prompt: str | None = None, speculative: bool = True, schema_in_prompt: bool = True,
+        system_prompt: str | None = None, speculative: bool | int = True, schema_in_prompt: bool = True,
         **sampling_kwargs: Any,
     ) -> Result:
         """Generate one answer. Sampling parameters go in `params` or as keywords
         (temperature=0, max_tokens=100, seed=1, ...). `schema_in_prompt` tells the model
-        which JSON keys to write, after the prompt (it does not affect validity, only content)."""
+        which JSON keys to write, after the prompt (it does not affect validity, only content).
+        `speculative`: True (the Generator's draft length), False (off) or an int (at most that
+        many drafts per step for this call); never changes the output distribution."""
         return self.generate_batch(
             [prompt], schema=schema, regex=regex, grammar=grammar, choices=choices, json_object=json_object,
             params=params, system_prompt=system_prompt, speculative=speculative, schema_in_prompt=schema_in_prompt,
@@ -333,7 +336,7 @@ class Stream:
     The request runs from creation on; reading slowly blocks no other caller. Stopping early:
     `close()` (or `with generator.stream(...) as s:`) aborts the request."""
 
-    def __init__(self, owner: Generator, prompt_ids: list[int], params: SamplingParams, constraint: _Constraint, speculative: bool) -> None:
+    def __init__(self, owner: Generator, prompt_ids: list[int], params: SamplingParams, constraint: _Constraint, speculative: bool | int) -> None:
         self._owner, self._params, self._constraint = owner, params, constraint
         self.result: Result | None = None
         self._replies: queue.SimpleQueue[Any] = queue.SimpleQueue()

@@ -45,7 +45,7 @@ from .runners import Runner
 from .sampling import SamplingParams, filtered_logits, history_tensors, process_logits
 from .spec_stats import DraftLengthPolicy, SpecStats
 
-__all__ = ["Engine", "RequestOutput", "SpecStats", "TokenLogprob"]
+__all__ = ["Engine", "RequestOutput", "SpecStats", "TokenLogprob", "check_draft_limit"]
 
 _DRAFT_SEED_OFFSET = 0x9E3779B97F4A7C15  # draft randomness: a stream separate from verification
 
@@ -110,6 +110,13 @@ class _Planned:
     bitmask: torch.Tensor | None = None  # int32 [k + 1, W]
 
 
+def check_draft_limit(value: object) -> int:
+    """`max_draft_tokens`: an integer >= 0 (0: no speculation); ValueError otherwise."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"max_draft_tokens must be an integer >= 0, got {value!r}")
+    return value
+
+
 class Engine:
     """Batched exact speculative decoding. See the module docstring for the loop.
 
@@ -117,7 +124,8 @@ class Engine:
     the same loop). vocabulary_limit: tokens >= this id are never sampled. decode: token ids ->
     text, needed for stop strings. max_draft_tokens: the most drafts per step. adaptive: choose
     the draft length per request from its acceptance (spec_stats.DraftLengthPolicy).
-    kernel_backend: "auto" uses the Triton rejection kernel on CUDA tensors, "torch" never.
+    kernel: the rejection kernel (`kernels.KERNELS`): "auto" uses Triton on CUDA tensors, "torch"
+    never, "triton" always. (Grammar backends are chosen when compiling a grammar.)
     """
 
     def __init__(
@@ -130,13 +138,16 @@ class Engine:
         decode: Callable[[list[int]], str] | None = None,
         max_draft_tokens: int = 8,
         adaptive: bool = True,
-        kernel_backend: str = "auto",
+        kernel: str = "auto",
+        kernel_backend: None = None,
         policy_factory: Callable[[int], DraftLengthPolicy] | None = None,
     ) -> None:
-        if not isinstance(max_draft_tokens, int) or isinstance(max_draft_tokens, bool) or max_draft_tokens < 0:
-            raise ValueError(f"max_draft_tokens must be an integer >= 0, got {max_draft_tokens!r}")
-        if kernel_backend not in ("auto", "torch", "triton"):
-            raise ValueError(f"kernel_backend must be 'auto', 'torch' or 'triton', got {kernel_backend!r}")
+        check_draft_limit(max_draft_tokens)
+        from .kernels import check_kernel  # torch only; Triton is imported when a kernel runs
+
+        if kernel_backend is not None:
+            raise TypeError("Engine(kernel_backend=...) is now Engine(kernel=...)")
+        check_kernel(kernel)
         self.runner = runner
         self.eos_token_id = eos_token_id
         self.proposer = proposer
@@ -144,7 +155,7 @@ class Engine:
         self.decode = decode
         self.max_draft_tokens = max_draft_tokens
         self.adaptive = adaptive
-        self.kernel_backend = kernel_backend
+        self.kernel = kernel
         self.policy_factory = policy_factory or (lambda k: DraftLengthPolicy(k))
         self._requests: dict[str, _Request] = {}
         self._incoming: list[_Request] = []
@@ -170,9 +181,7 @@ class Engine:
         None (off), or n >= 0 to get each emitted token's log-prob and the n most likely
         alternatives (see the module docstring)."""
         prompt = [int(t) for t in prompt_ids]
-        limit = self.max_draft_tokens if max_draft_tokens is None else max_draft_tokens
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
-            raise ValueError(f"max_draft_tokens must be an integer >= 0, got {max_draft_tokens!r}")
+        limit = self.max_draft_tokens if max_draft_tokens is None else check_draft_limit(max_draft_tokens)
         if not prompt:
             raise ValueError("prompt_ids must not be empty (the model needs at least one token to condition on)")
         if not isinstance(params, SamplingParams):
@@ -324,7 +333,7 @@ class Engine:
         whether non-greedy rows hold p itself rather than its processed logits)."""
         vocab = logits[0].shape[-1]
         device = logits[0].device
-        use_kernel = self.kernel_backend == "triton" or (self.kernel_backend == "auto" and device.type == "cuda")
+        use_kernel = self.kernel == "triton" or (self.kernel == "auto" and device.type == "cuda")
         target = self._target_rows(active, plans, logits, probs=not use_kernel)  # [D + B, V]
         counts = [len(p.draft) for p in plans]
         draft_ids = torch.tensor([t for p in plans for t in p.draft.token_ids], dtype=torch.long, device=device)  # [D]
@@ -346,7 +355,7 @@ class Engine:
 
             temperature = torch.tensor([r.params.temperature for r in active], dtype=torch.float32, device=device)  # [B]
             out, num_accepted = rejection_sample_logits(
-                target, None, temperature, draft_ids, cu, draft_probs, randomness, backend="triton" if self.kernel_backend == "triton" else "auto",
+                target, None, temperature, draft_ids, cu, draft_probs, randomness, kernel="triton" if self.kernel == "triton" else "auto",
                 max_num_draft_tokens=max(counts),
             )
         else:

@@ -38,7 +38,7 @@ def test_first_token_follows_masked_tempered_target(dense):
     randomness = draw_randomness([gen] * N, [1] * N, VOCAB)
     out, _ = rejection_sample_logits(
         logits.repeat(N, 1), pack_allowed(allowed).repeat(N, 1), torch.full((N,), temperature), drafts,
-        torch.arange(N + 1), draft_probs, randomness, backend="triton",
+        torch.arange(N + 1), draft_probs, randomness, kernel="triton",
     )
     counts = torch.bincount(out[:, 0], minlength=VOCAB).double()
     assert counts[[3, 7, 8]].sum() == 0, "a forbidden token was emitted"

@@ -24,9 +24,9 @@ def test_triton_backend_matches_torch_path(dense):
     prompts = [[6, 7], [1, 2, 3], [8]]
     params = [SamplingParams(temperature=t, top_k=5, repetition_penalty=1.2, max_tokens=6, seed=s) for s, t in enumerate([0.0, 0.8, 1.3])]
 
-    def run(backend):
+    def run(kernel):
         proposer = ToyDraftModelProposer(target.perturbed()) if dense else RandomOneHotProposer()
-        engine = Engine(CallableRunner(target), eos_token_id=EOS, proposer=proposer, max_draft_tokens=3, kernel_backend=backend)
+        engine = Engine(CallableRunner(target), eos_token_id=EOS, proposer=proposer, max_draft_tokens=3, kernel=kernel)
         return [o.token_ids for o in engine.generate(prompts, params, small_grammar())]
 
     assert run("triton") == run("torch")

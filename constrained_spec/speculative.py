@@ -126,6 +126,10 @@ class Engine:
     the draft length per request from its acceptance (spec_stats.DraftLengthPolicy).
     kernel: the rejection kernel (`kernels.KERNELS`): "auto" uses Triton on CUDA tensors, "torch"
     never, "triton" always. (Grammar backends are chosen when compiling a grammar.)
+
+    One owner steps an engine (`step` / `generate`): a `scheduler.Scheduler` for a Generator, or
+    code that holds the engine alone. `add_request` and `abort` may come from any thread; a
+    `step` while another step runs raises instead of corrupting the requests' state.
     """
 
     def __init__(
@@ -162,6 +166,7 @@ class Engine:
         self._incoming_ids: set[str] = set()
         self._aborts: set[str] = set()
         self._lock = threading.Lock()
+        self._stepping = threading.Lock()  # held by the one step in progress
         self._ids = itertools.count()
 
     # ---- requests (thread-safe; take effect at the next step) ----
@@ -226,6 +231,14 @@ class Engine:
 
     def step(self) -> list[RequestOutput]:
         """One speculative step for every unfinished request; returns their outputs."""
+        if not self._stepping.acquire(blocking=False):
+            raise RuntimeError("Engine.step() while another step runs: an engine has one owner (scheduler.Scheduler)")
+        try:
+            return self._step()
+        finally:
+            self._stepping.release()
+
+    def _step(self) -> list[RequestOutput]:
         with self._lock:
             incoming, self._incoming = self._incoming, []
             self._incoming_ids = set()

@@ -177,3 +177,15 @@ def test_logprobs_match_an_independent_computation(proposer, params):
     assert checked > 20
     if proposer is not None:  # drafts were accepted: their tokens' log-probs are checked too
         assert sum(final[i].stats.accepted for i in ids) > 0
+
+
+def test_a_second_owner_stepping_at_once_is_refused():
+    eng = engine(RandomOneHotProposer())
+    eng.add_request([1, 2], SamplingParams(max_tokens=5, seed=0))
+    eng._stepping.acquire()  # as if another thread were inside step()
+    try:
+        with pytest.raises(RuntimeError, match="one owner"):
+            eng.step()
+    finally:
+        eng._stepping.release()
+    assert eng.step()  # the owner's own step runs

@@ -40,6 +40,19 @@ def _add_generation_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--stream", action="store_true", help="print the output as it is generated")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress or stats on stderr")
+    _add_device_options(p)
+
+
+def _add_device_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda or cuda:N (default auto)")
+    p.add_argument("--dtype", default="auto", help="auto (float32), float32, bfloat16 or float16 (default auto)")
+
+
+def _devices(args: argparse.Namespace) -> tuple[Any, Any]:
+    """--device / --dtype checked before anything loads (a DeviceError is bad input: exit 2)."""
+    from .devices import resolve_device, resolve_dtype
+
+    return resolve_device(args.device), resolve_dtype(args.dtype)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--draft", default="auto", help="proposer: auto, forced, ngram, suffix, none, or a draft model folder")
     p.add_argument("--max-tokens-limit", type=int, default=2048, help="largest max_tokens a request may ask for")
     p.add_argument("--max-in-flight", type=int, default=64, help="engine requests in flight before answering 429")
+    _add_device_options(p)
     return parser
 
 
@@ -135,6 +149,7 @@ def _run_generation(args: argparse.Namespace) -> int:
     quiet = args.quiet
     # Everything that can be checked without the model is checked first: bad input fails fast.
     params = SamplingParams(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed, max_tokens=args.max_tokens)
+    device, dtype = _devices(args)
     constraint = _constraint(args)
     prompt = _read_prompt(args)
     from .chat import normalize_messages
@@ -146,7 +161,7 @@ def _run_generation(args: argparse.Namespace) -> int:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-    generator = Generator(args.model, draft=args.draft, backend=args.backend, verbose=not quiet)
+    generator = Generator(args.model, draft=args.draft, backend=args.backend, verbose=not quiet, device=device, dtype=dtype)
     options = dict(params=params, system_prompt=args.system, **constraint)
     if args.command == "json":
         options["schema_in_prompt"] = not args.no_schema_in_prompt
@@ -193,8 +208,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":  # imported lazily: fastapi is an optional extra
             from .server.app import ServerConfig, serve
 
+            device, dtype = _devices(args)
             config = ServerConfig(max_tokens_limit=args.max_tokens_limit, max_in_flight=args.max_in_flight)
-            serve(args.host, args.port, args.model, draft=args.draft, config=config)
+            serve(args.host, args.port, args.model, draft=args.draft, config=config, device=device, dtype=dtype)
             return EXIT_OK
         return _run_generation(args)
     except OutputValidationError as exc:  # a bug, not the user's input

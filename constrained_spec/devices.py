@@ -100,3 +100,15 @@ def speculation_dtype_check(device: Any, dtype: Any) -> str | None:
             f"varies between batch sizes ({batch_sizes:.3g}); use float32 or --draft none"
         )
     return None
+
+
+def upload(tensor: Any, device: Any) -> Any:
+    """A host tensor on `device` without a host sync. On CUDA a plain `.to(device)` of pageable
+    memory waits for the copy (a sync per upload); through pinned memory with non_blocking=True it
+    is queued on the stream instead (torch keeps the pinned buffer alive until the copy is done)."""
+    import torch
+
+    device = torch.device(device)
+    if device.type != "cuda" or tensor.device.type != "cpu":
+        return tensor.to(device)
+    return tensor.pin_memory().to(device, non_blocking=True)

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import torch
 
+from .devices import upload
 from .runner_check import cache_keyword, check_once, check_runner
 
 __all__ = ["Runner", "CallableRunner", "HFRunner"]
@@ -200,7 +201,7 @@ class HFRunner:
         if state.cache is None:
             state.cache = DynamicCache()
         feed = state.pending + [int(t) for t in new_ids]
-        ids = torch.tensor([feed], dtype=torch.long, device=self.device)  # [1, T]
+        ids = upload(torch.tensor([feed], dtype=torch.long), self.device)  # [1, T]
         with torch.no_grad():
             out = self.model(input_ids=ids, use_cache=True, logits_to_keep=len(new_ids), **{self._cache_keyword: state.cache})
         state.length += len(feed)
@@ -247,7 +248,7 @@ class HFRunner:
         cache = DynamicCache(ddp_cache_data=layers) if layers else DynamicCache()
         dev = self.device
         with torch.no_grad():
-            out = self.model(input_ids=ids.to(dev), attention_mask=mask.to(dev), position_ids=positions.to(dev), use_cache=True, **{self._cache_keyword: cache})
+            out = self.model(input_ids=upload(ids, dev), attention_mask=upload(mask, dev), position_ids=upload(positions, dev), use_cache=True, **{self._cache_keyword: cache})
         results = []
         for b, ((state, new), feed) in enumerate(zip(items, feeds)):
             start = past - state.length

@@ -20,6 +20,7 @@ from types import MappingProxyType
 import torch
 
 from .bitmask import apply_bitmask_
+from .devices import upload
 
 __all__ = ["SamplingParams", "process_logits", "filtered_logits", "history_tensors"]
 
@@ -122,7 +123,7 @@ def history_tensors(
     # Only the token ids cross to the device; the [rows, V] tables are built there (index_add_,
     # not bincount, which would read the largest id back to the host on CUDA).
     size = row * vocab
-    flat = torch.tensor(count_idx + prompt_idx, dtype=torch.long).to(device)  # [n_counts + n_prompt]
+    flat = upload(torch.tensor(count_idx + prompt_idx, dtype=torch.long), device)  # [n_counts + n_prompt]
     counts = torch.zeros(size, dtype=torch.float32, device=device)
     counts.index_add_(0, flat[: len(count_idx)], torch.ones(len(count_idx), device=device))
     prompt_mask = torch.zeros(size, dtype=torch.bool, device=device)
@@ -180,8 +181,8 @@ def filtered_logits(
     if params.logit_bias:
         if max(params.logit_bias) >= vocab:
             raise ValueError(f"logit_bias names token {max(params.logit_bias)}, beyond the vocabulary of {vocab}")
-        ids = torch.tensor(list(params.logit_bias.keys()), dtype=torch.long, device=device)
-        out[:, ids] += torch.tensor(list(params.logit_bias.values()), dtype=torch.float32, device=device)
+        ids = upload(torch.tensor(list(params.logit_bias.keys()), dtype=torch.long), device)
+        out[:, ids] += upload(torch.tensor(list(params.logit_bias.values()), dtype=torch.float32), device)
     if bitmask is not None:
         apply_bitmask_(out, bitmask)
     if vocab_limit is not None and vocab_limit < vocab:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .bitmask import bitmask_width, new_bitmask, pack_allowed, unpack_bitmask
+from .devices import upload
 from .grammar.protocol import CompiledGrammar, GrammarMatcher
 from .proposers.base import Draft, ProposalContext, Proposer
 from .rejection import draw_randomness, rejection_sample
@@ -291,18 +292,18 @@ class Engine:
         counts = [len(p.draft) for p in plans]
         bitmask = self._step_bitmask(plans, vocab, device)  # [D + B, W] or None
         target, row_ok = self._target_rows(active, plans, logits, bitmask, fused=use_kernel)  # [D + B, V], [D + B]
-        ids_and_offsets = torch.tensor(
+        ids_and_offsets = upload(torch.tensor(
             [t for p in plans for t in p.draft.token_ids] + [0, *itertools.accumulate(counts)], dtype=torch.long
-        ).to(device)  # [D + B + 1]: one upload
+        ), device)  # [D + B + 1]: one upload
         draft_ids, cu = ids_and_offsets[: sum(counts)], ids_and_offsets[sum(counts) :]  # [D], [B + 1]
         draft_probs = None
         if any(p.draft.probs is not None for p in plans):
             rows, start = [], 0
             for p, k in zip(plans, counts):  # one-hot drafts become one-hot q rows: the same rule
                 q = p.draft.probs
-                if q is None:
-                    q = torch.nn.functional.one_hot(draft_ids[start : start + k], vocab)
-                rows.append(q.to(device, torch.float32))
+                if q is None:  # scatter, not one_hot (which checks its input on the host)
+                    q = torch.zeros(k, vocab, device=device).scatter_(1, draft_ids[start : start + k, None], 1.0)
+                rows.append(upload(q, device).float())
                 start += k
             draft_probs = torch.cat(rows)  # [D, V]
         greedy_flags = [r.params.greedy for r in active]
@@ -310,13 +311,13 @@ class Engine:
         if use_kernel:  # fused mask + temperature + rejection (kernels/); same numbers, same tokens
             from .kernels import rejection_sample_logits
 
-            temperature = torch.tensor([r.params.temperature for r in active], dtype=torch.float32).to(device)  # [B]
+            temperature = upload(torch.tensor([r.params.temperature for r in active], dtype=torch.float32), device)  # [B]
             out, num_accepted = rejection_sample_logits(
                 target, bitmask, temperature, draft_ids, cu, draft_probs, randomness,
                 backend="triton" if self.kernel_backend == "triton" else "auto", max_num_draft_tokens=max(counts),
             )
         else:
-            greedy = torch.tensor(greedy_flags, dtype=torch.bool).to(device)  # [B]
+            greedy = upload(torch.tensor(greedy_flags, dtype=torch.bool), device)  # [B]
             out, num_accepted = rejection_sample(target, draft_ids, cu, draft_probs, randomness, greedy)
         # The one host sync of the step: tokens, accepted counts and the row check together.
         batch, width = out.shape
@@ -338,7 +339,7 @@ class Engine:
         packed = torch.cat([_fit_width(p.bitmask, len(p.draft) + 1, width) for p in plans])  # [D + B, W]
         if limited:
             packed &= _limit_words(self.vocabulary_limit, width)
-        return packed.to(device)
+        return upload(packed, device)
 
     def _target_rows(
         self, active: list[_Request], plans: list[_Planned], logits: list[torch.Tensor], bitmask: torch.Tensor | None, fused: bool

@@ -86,7 +86,7 @@ def _load(model: Any, tokenizer: Any, verbose: bool, device: Any = None, dtype: 
     if model is None or isinstance(model, str) or hasattr(model, "__fspath__"):
         if tokenizer is not None:
             raise ValueError("tokenizer= is only used with an already loaded model object")
-        return load_model(model, dtype=dtype, verbose=verbose, device=device)
+        return load_model(model, dtype=dtype, verbose=verbose, device="auto" if device is None else device)
     target = (resolve_device(device) if device is not None else None, resolve_dtype(dtype) if dtype is not None else None)
     if isinstance(model, LoadedModel):
         loaded = model

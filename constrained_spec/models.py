@@ -121,15 +121,17 @@ def load_model(
     """Load the default model (None or "default") or a local Hugging Face model folder, offline.
 
     dtype: "auto" / None (float32), "float32", "bfloat16", "float16" or a torch dtype.
-    device: "auto" / None (the first CUDA device when present, else the CPU), "cpu", "cuda[:N]" or
-        a torch.device. Both are checked before anything loads (`devices.DeviceError`, a ValueError).
+    device: None / "cpu" (the default: this low-level loader keeps the model where it always put
+        it), "auto" (the first CUDA device when present, else the CPU; what Generator, the CLI and
+        the server default to), "cuda[:N]" or a torch.device. Both are checked before anything
+        loads (`devices.DeviceError`, a ValueError).
     Returns the model in eval mode on `device` with its tokenizer. Raises FileNotFoundError with a
     clear message when the folder does not exist.
     """
     from .devices import resolve_device, resolve_dtype
 
     dtype = resolve_dtype(dtype)
-    device = resolve_device(device)
+    device = resolve_device("cpu" if device is None else device)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     start = time.perf_counter()

@@ -16,4 +16,5 @@ args=()
 "$work/venv/bin/python" -m pip install -q "${args[@]}" "transformers==$low" || exit 1
 echo "== model-runner tests with transformers $low (lowest admitted) =="
 CONSTRAINED_SPEC_CACHE="$work/cache" "$work/venv/bin/python" -m pytest -q -p no:cacheprovider -o addopts= \
-    tests/test_models.py tests/spec/test_runner_check.py tests/spec/test_runners.py tests/spec/test_model.py
+    tests/test_models.py tests/spec/test_runner_check.py tests/spec/test_runners.py tests/spec/test_model.py \
+    tests/spec/test_static_runner.py tests/spec/test_static_runner_model.py

@@ -8,7 +8,7 @@ already varies with the batch it runs in. For each device and dtype this prints:
 
 - the cost of scoring n new tokens (relative to 1, median of `--repeats`, interleaved);
 - k-row drift: max |logit difference| between scoring k + 1 tokens in one forward (what
-  verification does) and one at a time, through the HF runner (k = the largest --sizes - 1);
+  verification does) and one at a time, through the engine's runner (k = the largest --sizes - 1);
 - batch drift: max |logit difference| of one request decoded alone vs inside a ragged batch of
   `--batch` requests (what plain, non-speculative decoding does under load);
 - whether speculation is offered in that dtype: only where k-row drift <= batch drift
@@ -63,28 +63,33 @@ def _tokens(count: int, seed: int) -> list[int]:
     return torch.randint(100, 40000, (count,), generator=torch.Generator().manual_seed(seed)).tolist()
 
 
-def k_row_drift(model, context: list[int], k: int, length: int = 24) -> float:
-    """Max |logit diff| between scoring `length` tokens k + 1 at a time and one at a time, through
-    the HF runner (the calls the speculative loop makes)."""
-    from constrained_spec.runners import HFRunner
+def make_runner(model, name: str):
+    """The engine's runner for `model` (engine_setup.make_runner), without prefix reuse."""
+    from constrained_spec.engine_setup import make_runner as engine_runner
 
+    runner = engine_runner(model, name)
+    runner.prefix_cache_size = 0  # both runners read it when they would save a prompt
+    return runner
+
+
+def k_row_drift(model, context: list[int], k: int, length: int = 24, runner: str = "auto") -> float:
+    """Max |logit diff| between scoring `length` tokens k + 1 at a time and one at a time, through
+    the engine's runner (the calls the speculative loop makes)."""
     tokens = _tokens(length, 2)
     rows = {}
     for size in (1, k + 1):
-        runner = HFRunner(model, prefix_cache_size=0)
-        runner.start("r", context)
-        rows[size] = torch.cat([runner.score([("r", tokens[s : s + size])])[0].cpu() for s in range(0, length, size)])
+        runner_ = make_runner(model, runner)
+        runner_.start("r", context)
+        rows[size] = torch.cat([runner_.score([("r", tokens[s : s + size])])[0].cpu() for s in range(0, length, size)])
     return float((rows[k + 1] - rows[1]).abs().max())
 
 
-def batch_drift(model, context: list[int], batch: int, length: int = 12) -> float:
+def batch_drift(model, context: list[int], batch: int, length: int = 12, runner: str = "auto") -> float:
     """Max |logit diff| of one request decoded token by token alone vs inside a ragged batch of
-    `batch` requests (other prompts of other lengths), through the HF runner."""
-    from constrained_spec.runners import HFRunner
-
+    `batch` requests (other prompts of other lengths), through the engine's runner."""
     tokens = _tokens(length, 3)
     others = [_tokens(len(context) // (i + 2) + 1, 10 + i) for i in range(batch - 1)]
-    alone, together = HFRunner(model, prefix_cache_size=0), HFRunner(model, prefix_cache_size=0)
+    alone, together = make_runner(model, runner), make_runner(model, runner)
     alone.start("r", context)
     together.start("r", context)
     for i, prompt in enumerate(others):
@@ -106,8 +111,8 @@ def measure(device: torch.device, dtype_name: str, args: argparse.Namespace) -> 
     context = _tokens(args.context, 0)
     curve = cost_curve(model, torch.tensor([context]), sorted(set(args.sizes)), args.repeats)
     k = max(args.sizes) - 1
-    drift_k = k_row_drift(model, context, max(k, 1), length=args.length)
-    drift_batch = batch_drift(model, context, args.batch, length=max(args.length // 2, 1))
+    drift_k = k_row_drift(model, context, max(k, 1), length=args.length, runner=args.runner)
+    drift_batch = batch_drift(model, context, args.batch, length=max(args.length // 2, 1), runner=args.runner)
     del model
     offered = drift_k <= drift_batch
     recorded = speculation_dtype_check(device, getattr(torch, dtype_name))
@@ -135,6 +140,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 2, 3, 4, 5, 8, 9, 16])
     parser.add_argument("--context", type=int, default=200, help="tokens already in the KV cache")
     parser.add_argument("--batch", type=int, default=4, help="requests in the batch-drift measurement")
+    parser.add_argument("--runner", default="auto", choices=["auto", "static", "hf"], help="the model runner (as the engine's)")
     parser.add_argument("--length", type=int, default=24, help="tokens scored in the k-row drift measurement (half that for batch drift)")
     parser.add_argument("--repeats", type=int, default=12)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")

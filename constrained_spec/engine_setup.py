@@ -1,5 +1,9 @@
 """User choices -> the objects the speculative loop needs: vocabulary, proposer, runner, engine.
 
+`runner` names the model runner: "auto" (the static-cache runner where it implements the model,
+the Llama family; transformers otherwise), "static" (that runner or a ValueError saying why not),
+or "hf" (transformers' forward with per-request DynamicCaches).
+
 `draft` names a proposer: "auto" (the proposers package's default chain), "forced", "ngram",
 "suffix", "none" (no speculation), a local draft-model folder (an HF causal LM sharing the
 target's tokenizer), or a ready `Proposer` object.
@@ -10,9 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DRAFT_NAMES", "make_vocabulary", "make_proposer", "build_engine", "check_speculation_dtype"]
+__all__ = ["DRAFT_NAMES", "RUNNER_NAMES", "make_vocabulary", "make_proposer", "make_runner", "build_engine", "check_speculation_dtype"]
 
 DRAFT_NAMES = ("auto", "forced", "ngram", "suffix", "none")
+RUNNER_NAMES = ("auto", "static", "hf")
 
 
 def make_vocabulary(loaded: Any) -> Any:
@@ -60,9 +65,27 @@ def make_proposer(draft: Any, loaded: Any, vocabulary: Any) -> Any:
     )
 
 
-def build_engine(loaded: Any, *, draft: Any = "auto", max_draft_tokens: int = 8, vocabulary: Any = None) -> Any:
-    """A speculative Engine over an HF runner for `loaded` with the chosen proposer."""
+def make_runner(model: Any, runner: str = "auto") -> Any:
+    """The runner for an HF causal LM: see the module docstring for the names."""
+    if runner not in RUNNER_NAMES:
+        raise ValueError(f"runner must be one of {', '.join(RUNNER_NAMES)}, got {runner!r}")
+    if runner != "hf":
+        from .static_llama import unsupported_reason
+
+        reason = unsupported_reason(model)
+        if reason is None:
+            from .static_runner import StaticRunner
+
+            return StaticRunner(model)
+        if runner == "static":
+            raise ValueError(f"runner 'static' cannot run this model: {reason}; use runner 'hf'")
     from .runners import HFRunner
+
+    return HFRunner(model)
+
+
+def build_engine(loaded: Any, *, draft: Any = "auto", max_draft_tokens: int = 8, vocabulary: Any = None, runner: str = "auto") -> Any:
+    """A speculative Engine for `loaded` with the chosen proposer and runner (`make_runner`)."""
     from .speculative import Engine
 
     vocabulary = vocabulary if vocabulary is not None else make_vocabulary(loaded)
@@ -71,7 +94,7 @@ def build_engine(loaded: Any, *, draft: Any = "auto", max_draft_tokens: int = 8,
         check_speculation_dtype(loaded.model)
     tokenizer = loaded.tokenizer
     return Engine(
-        HFRunner(loaded.model),
+        make_runner(loaded.model, runner),
         eos_token_id=int(tokenizer.eos_token_id),
         proposer=proposer,
         vocabulary_limit=loaded.vocab_size,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 
 import torch
@@ -24,6 +24,13 @@ from .devices import upload
 
 __all__ = ["SamplingParams", "process_logits", "filtered_logits", "history_tensors"]
 
+# Field metadata: which fields `filtered_logits` / `process_logits` read ("processing"), and of
+# those, which read the token history when not at their default ("history"). The engine batches
+# requests by exactly these fields, so a field read by processing but not marked here would let
+# unlike requests share one processing call (tests/test_sampling_fields.py holds the marks to the code).
+_PROCESSING = {"processing": True}
+_HISTORY = {"processing": True, "history": True}
+
 
 @dataclass(frozen=True)
 class SamplingParams:
@@ -32,14 +39,14 @@ class SamplingParams:
     top_k = 0 (or -1), top_p = 1 and min_p = 0 disable those filters.
     """
 
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    min_p: float = 0.0
-    repetition_penalty: float = 1.0
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
-    logit_bias: Mapping[int, float] = field(default_factory=dict)
+    temperature: float = field(default=1.0, metadata=_PROCESSING)
+    top_k: int = field(default=0, metadata=_PROCESSING)
+    top_p: float = field(default=1.0, metadata=_PROCESSING)
+    min_p: float = field(default=0.0, metadata=_PROCESSING)
+    repetition_penalty: float = field(default=1.0, metadata=_HISTORY)
+    presence_penalty: float = field(default=0.0, metadata=_HISTORY)
+    frequency_penalty: float = field(default=0.0, metadata=_HISTORY)
+    logit_bias: Mapping[int, float] = field(default_factory=dict, metadata=_PROCESSING)
     seed: int | None = None
     max_tokens: int = 256
     stop: tuple[str, ...] = ()
@@ -81,11 +88,25 @@ class SamplingParams:
     def greedy(self) -> bool:
         return self.temperature == 0
 
+    @property
+    def needs_history(self) -> bool:
+        """Does processing read the prompt / output tokens (a history penalty is on)?"""
+        return any(getattr(self, f.name) != f.default for f in fields(self) if f.metadata.get("history"))
+
+    def processing_key(self) -> tuple:
+        """The values of every field processing reads: requests with equal keys may share one
+        `process_logits` call (their rows differ only through logits, mask and history)."""
+        return tuple(_hashable(getattr(self, f.name)) for f in fields(self) if f.metadata.get("processing"))
+
     def replace(self, **changes: object) -> "SamplingParams":
         values = {name: getattr(self, name) for name in self.__dataclass_fields__}
         values["logit_bias"] = dict(values["logit_bias"])
         values.update(changes)
         return SamplingParams(**values)
+
+
+def _hashable(value: object) -> object:
+    return tuple(sorted(value.items())) if isinstance(value, Mapping) else value
 
 
 def _output_counts(rows: int, vocab: int, output_ids: Sequence[int], draft_ids: Sequence[int], device: torch.device) -> torch.Tensor:
@@ -160,13 +181,12 @@ def filtered_logits(
     if logits.ndim != 2:
         raise ValueError(f"logits must be [rows, V], got shape {tuple(logits.shape)}")
     rows, vocab = logits.shape
-    needs_history = params.repetition_penalty != 1.0 or bool(params.presence_penalty) or bool(params.frequency_penalty)
     if output_counts is None and rows > len(draft_ids) + 1:
         raise ValueError(f"{rows} logit rows need at least {rows - 1} draft ids, got {len(draft_ids)}")
     out = logits.to(torch.float32).clone()
     device = out.device
 
-    if needs_history and output_counts is None:
+    if params.needs_history and output_counts is None:
         output_counts = _output_counts(rows, vocab, output_ids, draft_ids, device)
     if params.repetition_penalty != 1.0:
         seen = output_counts > 0

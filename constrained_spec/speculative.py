@@ -17,6 +17,12 @@ drafted token based on the tokens up to it, so the induction over steps holds.
 
 Token accounting: `max_tokens` counts every sampled token, EOS included; EOS is not put in
 `token_ids`. A request stopped by max_tokens reports finish_reason "length" (incomplete).
+
+Log-probs (opt-in per request, `add_request(..., logprobs=n)`): for every emitted token, accepted
+draft or not, its log-probability under the processed target distribution p it was verified
+against (grammar mask, penalties, bias, temperature, top-k/p, min-p applied), and the n most
+likely tokens of that p. Greedy requests (temperature 0) have a one-hot p; they report the
+processed distribution at temperature 1 instead. Requests that do not ask pay nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .bitmask import bitmask_width, new_bitmask, pack_allowed, unpack_bitmask
+from .detokenizer import Detokenizer
 from .devices import upload
 from .grammar.protocol import CompiledGrammar, GrammarMatcher
 from .proposers.base import Draft, ProposalContext, Proposer
@@ -39,7 +46,7 @@ from .runners import Runner
 from .sampling import SamplingParams, filtered_logits, history_tensors
 from .spec_stats import DraftLengthPolicy, SpecStats
 
-__all__ = ["Engine", "RequestOutput", "SpecStats"]
+__all__ = ["Engine", "RequestOutput", "SpecStats", "TokenLogprob"]
 
 _DRAFT_SEED_OFFSET = 0x9E3779B97F4A7C15  # draft randomness: a stream separate from verification
 
@@ -47,8 +54,9 @@ _DRAFT_SEED_OFFSET = 0x9E3779B97F4A7C15  # draft randomness: a stream separate f
 @dataclass
 class RequestOutput:
     """One request's state after a step. `token_ids`: everything generated so far (no EOS);
-    `new_token_ids`: this step's delta. `text`: the decoded output (cut before a stop string),
-    set when finished and the engine has `decode`."""
+    `new_token_ids`: this step's delta. With the engine's `decode`: `text_delta` is the new text
+    safe to show (held back while it could begin a stop string or ends in an unfinished
+    character), and `text` the whole output (cut before a stop string) once finished."""
 
     request_id: str
     prompt_ids: list[int]
@@ -58,6 +66,17 @@ class RequestOutput:
     finish_reason: str | None  # "stop", "length", "abort" or None while running
     stats: SpecStats
     text: str | None = None
+    text_delta: str = ""
+    logprobs: list[TokenLogprob] | None = None  # aligned with token_ids, when asked for
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """An emitted token's log-probability under p, and the `top` most likely (token, log p)."""
+
+    token_id: int
+    logprob: float
+    top: tuple[tuple[int, float], ...] = ()
 
 
 @dataclass
@@ -69,13 +88,17 @@ class _Request:
     verify_gen: torch.Generator
     draft_gen: torch.Generator
     policy: DraftLengthPolicy
+    max_draft_tokens: int  # this request's cap on drafts per step (0: no speculation)
     last_token: int  # committed but not yet in the runner's context
     output_ids: list[int] = field(default_factory=list)
     sampled: int = 0  # tokens sampled so far, EOS included (what max_tokens bounds)
     stats: SpecStats = field(default_factory=SpecStats)
     started_at: float = 0.0
     finish_reason: str | None = None
-    text: str | None = None
+    detokenizer: Detokenizer | None = None  # with the engine's decode: text and stop strings
+    top_logprobs: int | None = None  # None: no log-probs; n: the emitted token's and the top n
+    logprobs: list[TokenLogprob] = field(default_factory=list)  # one per output token
+    pending_logprobs: list[TokenLogprob] = field(default_factory=list)  # this step's, one per drawn token
 
 
 @dataclass
@@ -114,8 +137,8 @@ class Engine:
         policy_factory: Callable[[int], DraftLengthPolicy] | None = None,
         device: torch.device | str | None = None,
     ) -> None:
-        if max_draft_tokens < 0:
-            raise ValueError(f"max_draft_tokens must be >= 0, got {max_draft_tokens}")
+        if not isinstance(max_draft_tokens, int) or isinstance(max_draft_tokens, bool) or max_draft_tokens < 0:
+            raise ValueError(f"max_draft_tokens must be an integer >= 0, got {max_draft_tokens!r}")
         if kernel_backend not in ("auto", "torch", "triton"):
             raise ValueError(f"kernel_backend must be 'auto', 'torch' or 'triton', got {kernel_backend!r}")
         self.runner = runner
@@ -145,12 +168,26 @@ class Engine:
         params: SamplingParams,
         grammar: CompiledGrammar | None = None,
         request_id: str | None = None,
+        *,
+        max_draft_tokens: int | None = None,
+        logprobs: int | None = None,
     ) -> str:
+        """Queue a request for the next step; returns its id. `max_draft_tokens` caps its drafts
+        per step (None: the engine's; 0: no speculation, plain constrained sampling). logprobs:
+        None (off), or n >= 0 to get each emitted token's log-prob and the n most likely
+        alternatives (see the module docstring)."""
         prompt = [int(t) for t in prompt_ids]
+        limit = self.max_draft_tokens if max_draft_tokens is None else max_draft_tokens
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+            raise ValueError(f"max_draft_tokens must be an integer >= 0, got {max_draft_tokens!r}")
         if not prompt:
             raise ValueError("prompt_ids must not be empty (the model needs at least one token to condition on)")
         if not isinstance(params, SamplingParams):
             raise TypeError(f"params must be SamplingParams, got {type(params).__name__}")
+        if logprobs is not None and (not isinstance(logprobs, int) or isinstance(logprobs, bool) or logprobs < 0):
+            raise ValueError(f"logprobs must be None or an integer >= 0, got {logprobs!r}")
+        if params.logit_bias and max(params.logit_bias) >= self.runner.vocab_size:
+            raise ValueError(f"logit_bias names token {max(params.logit_bias)}, beyond the vocabulary of {self.runner.vocab_size}")
         if params.stop and self.decode is None:
             raise ValueError("stop strings need the engine's `decode` function (Engine(..., decode=...))")
         seed = params.seed if params.seed is not None else int(torch.randint(0, 2**62, (1,)))
@@ -161,8 +198,11 @@ class Engine:
             matcher=grammar.matcher() if grammar is not None else None,
             verify_gen=torch.Generator(device=self.device).manual_seed(seed),
             draft_gen=torch.Generator().manual_seed((seed + _DRAFT_SEED_OFFSET) % 2**63),
-            policy=self.policy_factory(self.max_draft_tokens),
+            policy=self.policy_factory(limit),
+            max_draft_tokens=limit,
             last_token=prompt[-1],
+            top_logprobs=logprobs,
+            detokenizer=Detokenizer(self.decode, params.stop, self.eos_token_id) if self.decode is not None else None,
         )
         with self._lock:
             if request.request_id in self._requests or request.request_id in self._incoming_ids:
@@ -205,8 +245,13 @@ class Engine:
 
         plans = [self._plan(r) for r in active]  # 1 + 2: drafts and mask rows
         logits = self.runner.score([(r.request_id, [r.last_token] + p.draft.token_ids) for r, p in zip(active, plans)])  # 3
-        emitted, num_accepted = self._verify(active, plans, logits)  # 4
+        emitted, num_accepted, target, target_is_p = self._verify(active, plans, logits)  # 4
+        start = 0
         for request, plan, tokens, m in zip(active, plans, emitted, num_accepted):  # 5
+            rows = len(plan.draft) + 1
+            if request.top_logprobs is not None:
+                self._record_logprobs(request, target[start : start + rows], target_is_p, tokens)
+            start += rows
             outputs.append(self._commit(request, plan, tokens, m))
         return outputs
 
@@ -236,7 +281,7 @@ class Engine:
     def _plan(self, r: _Request) -> _Planned:
         """Ask the proposer for a draft, cut it to what may be verified, and fill its mask rows."""
         budget = r.params.max_tokens - r.sampled - 1  # k drafts emit up to k + 1 tokens
-        k = min(r.policy.choose() if self.adaptive else self.max_draft_tokens, budget)
+        k = min(r.policy.choose() if self.adaptive and r.max_draft_tokens else r.max_draft_tokens, budget)
         draft = Draft()
         if self.proposer is not None and k > 0:
             context = ProposalContext(request_id=r.request_id, prompt_ids=r.prompt_ids, output_ids=r.output_ids, params=r.params, matcher=r.matcher, generator=r.draft_gen)
@@ -280,8 +325,10 @@ class Engine:
             matcher.accept_token(tokens[j])
         return bitmask, len(tokens)
 
-    def _verify(self, active: list[_Request], plans: list[_Planned], logits: list[torch.Tensor]) -> tuple[list[list[int]], list[int]]:
+    def _verify(self, active: list[_Request], plans: list[_Planned], logits: list[torch.Tensor]) -> tuple[list[list[int]], list[int], torch.Tensor, bool]:
         """Process every request's k + 1 rows and run the rejection sampler on the batch.
+        Returns (tokens per request, accepted drafts per request, the target rows [D + B, V],
+        whether non-greedy rows hold p itself rather than its processed logits).
 
         Device traffic per step: one upload of the packed grammar bitmask, one of the draft ids and
         offsets, the dense q rows (already on the device for a draft model there), and one read
@@ -326,7 +373,7 @@ class Engine:
             raise ValueError("a row has no allowed token: the grammar mask (or vocabulary limit) forbids every token")
         rows_out = [result[b * width : (b + 1) * width] for b in range(batch)]
         accepted = result[batch * width : batch * width + batch]
-        return [row[: m + 1] for row, m in zip(rows_out, accepted)], accepted
+        return [row[: m + 1] for row, m in zip(rows_out, accepted)], accepted, target, not use_kernel
 
     def _step_bitmask(self, plans: list[_Planned], vocab: int, device: torch.device) -> torch.Tensor | None:
         """Every row's grammar mask, packed `[D + B, W]`, uploaded once. The vocabulary limit is
@@ -357,19 +404,20 @@ class Engine:
         offsets = [0, *itertools.accumulate(len(p.draft) + 1 for p in plans)]
         groups: dict[tuple, list[int]] = {}
         for i, r in enumerate(active):
-            groups.setdefault(_processing_key(r.params), []).append(i)
+            groups.setdefault(r.params.processing_key(), []).append(i)
         out: list[torch.Tensor | None] = [None] * len(active)
         for members in groups.values():
             params = active[members[0]].params
             batch_logits = torch.cat([logits[i] for i in members])  # [rows, V]
-            if fused and _kernel_only(params):
+            # Log-probs read these rows, so a request that asks for them gets processed rows.
+            if fused and _kernel_only(params) and all(active[i].top_logprobs is None for i in members):
                 for i, start in zip(members, itertools.accumulate([0] + [len(plans[i].draft) + 1 for i in members])):
                     out[i] = batch_logits[start : start + len(plans[i].draft) + 1]
                 continue
             rows_mask = None
             if bitmask is not None:
                 rows_mask = torch.cat([bitmask[offsets[i] : offsets[i + 1]] for i in members])  # [rows, W], on the device
-            if params.repetition_penalty != 1.0 or params.presence_penalty or params.frequency_penalty:
+            if params.needs_history:
                 counts, prompt_mask = history_tensors(
                     [(active[i].prompt_ids, active[i].output_ids, plans[i].draft.token_ids) for i in members], vocab, device
                 )
@@ -389,6 +437,22 @@ class Engine:
         row_ok = _rows_allow_a_token(target if not fused else None, logits, bitmask, self.vocabulary_limit, vocab)
         return target, row_ok
 
+    @staticmethod
+    def _record_logprobs(r: _Request, rows: torch.Tensor, rows_are_p: bool, tokens: list[int]) -> None:
+        """Log p of each emitted token (token j was drawn at row j) and the top n of that row.
+        rows: [k + 1, V], p itself or (greedy / kernel path) the processed untempered logits."""
+        if rows_are_p and not r.params.greedy:
+            logp = torch.log(rows[: len(tokens)].float())  # [n, V]
+        else:
+            temperature = r.params.temperature if not r.params.greedy else 1.0
+            logp = torch.log_softmax(rows[: len(tokens)].float() / temperature, dim=-1)  # [n, V]
+        chosen = logp.gather(1, torch.tensor(tokens, dtype=torch.long, device=logp.device)[:, None])[:, 0].tolist()
+        tops: list[tuple[tuple[int, float], ...]] = [()] * len(tokens)
+        if r.top_logprobs:
+            values, ids = torch.topk(logp, min(r.top_logprobs, logp.shape[-1]), dim=-1)  # [n, top]
+            tops = [tuple(zip(i, v)) for i, v in zip(ids.tolist(), values.tolist())]
+        r.pending_logprobs = [TokenLogprob(t, lp, top) for t, lp, top in zip(tokens, chosen, tops)]
+
     def _commit(self, r: _Request, plan: _Planned, tokens: list[int], m: int) -> RequestOutput:
         """Keep the m accepted drafts and the final token; roll matcher and runner back to match."""
         k = len(plan.draft)
@@ -407,14 +471,17 @@ class Engine:
         if k and feedback is not None:
             feedback(r.request_id, k, m)
         new: list[int] = []
-        for token in tokens:
+        pending = r.pending_logprobs if r.top_logprobs is not None else None
+        for j, token in enumerate(tokens):
             r.sampled += 1
             if token == self.eos_token_id:
                 r.finish_reason = "stop"
                 break
             r.output_ids.append(token)
             new.append(token)
-            if r.params.stop and self._hit_stop(r):
+            if pending is not None:
+                r.logprobs.append(pending[j])
+            if r.detokenizer is not None and r.detokenizer.push([token]):  # a stop string
                 r.finish_reason = "stop"
                 break
         if r.finish_reason is None:
@@ -429,46 +496,32 @@ class Engine:
         r.stats.elapsed_s = time.perf_counter() - r.started_at
         return self._output(r, new)
 
-    def _hit_stop(self, r: _Request) -> bool:
-        """Does the text end with a stop string now? Decodes only a short tail of the output."""
-        window = max(len(s) for s in r.params.stop) + 2
-        tail = self.decode(r.output_ids[-window:])
-        if not any(s in tail for s in r.params.stop):
-            return False
-        text = self.decode(r.output_ids)
-        r.text = text[: min(i for i in (text.find(s) for s in r.params.stop) if i >= 0)]
-        return True
-
     def _finish(self, r: _Request, new: list[int]) -> RequestOutput:
         self.runner.release(r.request_id)
         del self._requests[r.request_id]
         r.stats.elapsed_s = time.perf_counter() - r.started_at
-        if r.text is None and self.decode is not None:
-            r.text = self.decode(r.output_ids)
+        if r.detokenizer is not None:
+            r.detokenizer.finish()
         if self.proposer is not None and r.finish_reason != "abort":
             self.proposer.observe(r.prompt_ids, r.output_ids)
         return self._output(r, new)
 
     @staticmethod
     def _output(r: _Request, new: list[int]) -> RequestOutput:
+        finished = r.finish_reason is not None
+        detokenizer = r.detokenizer
         return RequestOutput(
             request_id=r.request_id,
             prompt_ids=r.prompt_ids,
             token_ids=list(r.output_ids),
             new_token_ids=new,
-            finished=r.finish_reason is not None,
+            finished=finished,
             finish_reason=r.finish_reason,
             stats=r.stats,
-            text=r.text,
+            text=detokenizer.text if detokenizer is not None and finished else None,
+            text_delta=detokenizer.delta() if detokenizer is not None else "",
+            logprobs=list(r.logprobs) if r.top_logprobs is not None else None,
         )
-
-
-def _processing_key(params: SamplingParams) -> tuple:
-    """The fields `process_logits` reads: requests equal here share one processing call."""
-    return (
-        params.temperature, params.top_k, params.top_p, params.min_p, params.repetition_penalty,
-        params.presence_penalty, params.frequency_penalty, tuple(sorted(params.logit_bias.items())),
-    )
 
 
 def _fit_width(bitmask: torch.Tensor | None, rows: int, width: int) -> torch.Tensor:

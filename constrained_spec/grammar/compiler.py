@@ -20,7 +20,7 @@ from .vocabulary import Vocabulary
 
 __all__ = [
     "compile", "compile_regex", "compile_json_schema", "compile_json_object", "compile_choices",
-    "compile_grammar", "clear_cache", "BACKENDS",
+    "compile_grammar", "compile_ir", "clear_cache", "BACKENDS",
 ]  # fmt: skip
 
 BACKENDS = ("default", "llguidance")
@@ -143,6 +143,20 @@ def compile_grammar(grammar: str, vocab: Vocabulary, backend: str = "default") -
     return _cached(("lark", text, vocab.fingerprint, backend), build)
 
 
+def compile_ir(grammar: Grammar, vocab: Vocabulary, backend: str = "default") -> CompiledGrammar:
+    """A grammar built directly in the IR (`json_ir`), e.g. by composing several schema documents
+    (`json_schema.SchemaSet`) with literals: the same engines as a JSON schema."""
+    _check(vocab, backend)
+    if not isinstance(grammar, Grammar):
+        raise GrammarError(f"ir must be a json_ir.Grammar, got {type(grammar).__name__}")
+    key = ("ir", repr(grammar.root), repr(sorted(grammar.defs.items())), vocab.fingerprint, backend)
+    if backend == "llguidance":
+        from .llguidance_backend import compile_llguidance
+
+        return _cached(key, lambda: compile_llguidance("lark", grammar.to_lark(), vocab))
+    return _cached(key, lambda: _from_ir(grammar, vocab))
+
+
 def compile(
     *,
     regex: str | None = None,
@@ -150,16 +164,17 @@ def compile(
     json_object: bool = False,
     choices: Sequence[str] | None = None,
     grammar: str | None = None,
+    ir: Grammar | None = None,
     vocab: Vocabulary,
     backend: str = "default",
     whitespace: str | None = None,
 ) -> CompiledGrammar:
     """Compile exactly one constraint for `vocab`; cached by (spec, vocabulary, backend)."""
-    given = [name for name, value in (("regex", regex), ("json_schema", json_schema), ("choices", choices), ("grammar", grammar)) if value is not None]
+    given = [name for name, value in (("regex", regex), ("json_schema", json_schema), ("choices", choices), ("grammar", grammar), ("ir", ir)) if value is not None]
     if json_object:
         given.append("json_object")
     if len(given) != 1:
-        raise GrammarError(f"compile() needs exactly one constraint (regex, json_schema, json_object, choices, grammar); got {given or 'none'}")
+        raise GrammarError(f"compile() needs exactly one constraint (regex, json_schema, json_object, choices, grammar, ir); got {given or 'none'}")
     if regex is not None:
         return compile_regex(regex, vocab, backend)
     if json_schema is not None:
@@ -168,4 +183,6 @@ def compile(
         return compile_json_object(vocab, whitespace, backend)
     if choices is not None:
         return compile_choices(choices, vocab, backend)
+    if ir is not None:
+        return compile_ir(ir, vocab, backend)
     return compile_grammar(grammar, vocab, backend)  # type: ignore[arg-type]

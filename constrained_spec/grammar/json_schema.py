@@ -17,7 +17,7 @@ from .json_ir import ANY_JSON as _ANY, EMPTY, Grammar, Lit, Node, Ref, Rep, Rx, 
 from .json_terminals import FORMATS, INTEGER, NUMBER, STRING_CHAR, int_range, number_range, pattern_to_json_regex
 from .protocol import GrammarError
 
-__all__ = ["schema_to_grammar", "json_value_grammar", "normalize_schema", "WHITESPACE_MODES"]
+__all__ = ["schema_to_grammar", "json_value_grammar", "normalize_schema", "SchemaSet", "WHITESPACE_MODES"]
 
 _ANNOTATIONS = {
     "title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated",
@@ -65,6 +65,7 @@ class _Translator:
         self.comma = seq(self.ws, Lit(","), self.ws if self.flexible else Lit(after_comma))
         self.item_sep = (",", ":") if whitespace == "compact" else (", ", ": ")
         self.defs: dict[str, Node] = {}
+        self.document = ""  # prefixes definition names, so several documents share one `defs`
 
     # ---- entry points ----
     def grammar(self, schema: Any) -> Grammar:
@@ -131,10 +132,11 @@ class _Translator:
             return self.combinator("allOf", {"allOf": [{"$ref": pointer}, extra]}, path)
         if not isinstance(pointer, str) or not pointer.startswith("#"):
             raise GrammarError(f"only local $ref ('#/...') is supported, got {pointer!r} at {path}/$ref")
-        if pointer not in self.defs:
-            self.defs[pointer] = EMPTY  # placeholder: a cycle sees Ref(pointer)
-            self.defs[pointer] = self.node(self.resolve(pointer, path), pointer[1:])
-        return Ref(pointer)
+        name = self.document + pointer
+        if name not in self.defs:
+            self.defs[name] = EMPTY  # placeholder: a cycle sees Ref(name)
+            self.defs[name] = self.node(self.resolve(pointer, path), pointer[1:])
+        return Ref(name)
 
     def resolve(self, pointer: str, path: str) -> Any:
         if not isinstance(pointer, str) or not pointer.startswith("#"):
@@ -422,11 +424,45 @@ def schema_to_grammar(schema: Any, whitespace: str = "compact") -> Grammar:
 
 def json_value_grammar(whitespace: str = "compact", object_only: bool = True) -> Grammar:
     """Any JSON object (JSON-object mode) or any JSON value."""
-    translator = _Translator({}, whitespace)
-    value = translator.any_value()
     if not object_only:
-        return Grammar(value, translator.defs)
-    member = seq(Rx(f'"(?:{STRING_CHAR})*"'), translator.colon, value)
-    obj = seq(Lit("{"), translator.ws, opt(seq(member, Rep(seq(translator.comma, member), 0, None))), translator.ws, Lit("}"))
-    return Grammar(obj, translator.defs)
+        translator = _Translator({}, whitespace)
+        return Grammar(translator.any_value(), translator.defs)
+    docs = SchemaSet(whitespace)
+    return docs.grammar(docs.any_json_object())
 
+
+
+class SchemaSet:
+    """Several independent schema documents translated into one grammar IR, e.g. the argument
+    schemas of several tools plus a response schema. Each document's `$ref`s resolve inside that
+    document (its definitions get their own names), and every document uses one whitespace mode.
+
+        docs = SchemaSet()
+        grammar = docs.grammar(alt(Lit("<a>"), docs.node(schema_a), docs.node(schema_b)))
+    """
+
+    def __init__(self, whitespace: str = "compact") -> None:
+        self._translator = _Translator({}, whitespace)
+        self._count = 0
+
+    def node(self, schema: Any, label: str = "") -> Node:
+        """The IR node of one whole document (a dict, JSON string or pydantic class). `label`
+        names it in error messages (e.g. "tools[0].parameters")."""
+        root = normalize_schema(schema)
+        self._count += 1
+        t = self._translator
+        t.root, t.document = root, f"doc{self._count}:"
+        try:
+            return t.node(root, "")
+        except GrammarError as exc:
+            raise GrammarError(f"{label}: {exc}" if label else str(exc)) from None
+
+    def any_json_object(self) -> Node:
+        """Any JSON object (JSON-object mode)."""
+        t = self._translator
+        value = t.any_value()
+        member = seq(Rx(f'"(?:{STRING_CHAR})*"'), t.colon, value)
+        return seq(Lit("{"), t.ws, opt(seq(member, Rep(seq(t.comma, member), 0, None))), t.ws, Lit("}"))
+
+    def grammar(self, root: Node) -> Grammar:
+        return Grammar(root, dict(self._translator.defs))

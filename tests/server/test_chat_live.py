@@ -144,3 +144,20 @@ def test_disconnect_frees_the_slot(live_server, model_id):
     while httpx.get(health).json()["in_flight"] and time.monotonic() < deadline:
         time.sleep(0.2)
     assert httpx.get(health).json()["in_flight"] == 0
+
+
+def test_logprobs_non_streamed_and_streamed_agree(client, model_id):
+    """Greedy: the chosen token is the top of its (temperature-1 processed) distribution, the
+    streamed log-probs concatenate to the non-streamed ones, and they are valid log-probabilities."""
+    kwargs = dict(model=model_id, messages=[{"role": "user", "content": "Name a fruit."}], temperature=0, max_tokens=6,
+                  logprobs=True, top_logprobs=3)
+    whole = client.chat.completions.create(**kwargs)
+    content = whole.choices[0].logprobs.content
+    assert len(content) == whole.usage.completion_tokens
+    assert "".join(e.token for e in content) == whole.choices[0].message.content
+    for e in content:
+        assert e.logprob <= 0 and len(e.top_logprobs) == 3 and e.top_logprobs[0].logprob == pytest.approx(e.logprob, abs=1e-5)
+    chunks = list(client.chat.completions.create(stream=True, **kwargs))
+    streamed = [e for c in chunks if c.choices and c.choices[0].logprobs for e in c.choices[0].logprobs.content]
+    assert [e.token for e in streamed] == [e.token for e in content]
+    assert [e.logprob for e in streamed] == pytest.approx([e.logprob for e in content], abs=1e-4)

@@ -1,0 +1,123 @@
+"""The one owner of an `Engine`: a thread that steps it for every request in flight together.
+
+Callers (the Python API, streams, the server) never step the engine themselves. They `submit` a
+request with a `deliver(request_id, item)` callback and read what it is given: each step's
+`RequestOutput` (the last one has `finished=True`), or the exception that stopped the engine. So
+no caller waits for another caller's reader, only for the step in progress, and every request in
+flight is decoded in one batch.
+
+`deliver` runs on the stepping thread: it must only hand the item over (put it in a queue).
+If a step raises, every request in flight gets the exception and is aborted; the thread keeps
+serving new requests.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .grammar.protocol import CompiledGrammar
+from .sampling import SamplingParams
+from .speculative import Engine
+
+__all__ = ["Scheduler", "Deliver"]
+
+log = logging.getLogger("constrained_spec")
+
+Deliver = Callable[[str, Any], None]  # (request_id, RequestOutput or the exception a step raised)
+
+
+class Scheduler:
+    """Steps `engine` on a daemon thread (started on the first request) while any request runs."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._routes: dict[str, Deliver] = {}
+        self._wake = threading.Condition()  # guards _routes, _closed and the thread
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self.peak_batch = 0  # most requests in flight at one step: > 1 shows they were batched
+
+    @property
+    def in_flight(self) -> int:
+        with self._wake:
+            return len(self._routes)
+
+    def submit(
+        self, prompt_ids: Sequence[int], params: SamplingParams, grammar: CompiledGrammar | None, deliver: Deliver,
+        *, max_draft_tokens: int | None = None, logprobs: int | None = None,
+    ) -> str:
+        """Queue a request; returns its id. Errors in the request itself (ValueError) raise here.
+        `logprobs`: see `Engine.add_request`."""
+        with self._wake:  # routed before the engine can produce output for it
+            if self._closed:
+                raise RuntimeError("the engine's scheduler is closed (closed, or the engine broke: see the log)")
+            request_id = self.engine.add_request(prompt_ids, params, grammar, max_draft_tokens=max_draft_tokens, logprobs=logprobs)
+            self._routes[request_id] = deliver
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="constrained-spec-engine", daemon=True)
+                self._thread.start()
+            self._wake.notify()
+        return request_id
+
+    def abort(self, request_id: str) -> None:
+        """Stop a request at the next step; its final output (finish_reason "abort") is still
+        delivered. Requests that already finished, or unknown ids, are left alone."""
+        with self._wake:
+            if request_id in self._routes:
+                self.engine.abort(request_id)
+                self._wake.notify()
+
+    def close(self) -> None:
+        """Stop the thread after the step in progress; requests still in flight are dropped."""
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while not self._closed and not self.engine.has_unfinished():
+                    self._wake.wait()
+                if self._closed:
+                    return
+                self.peak_batch = max(self.peak_batch, len(self._routes))
+            try:
+                outputs = self.engine.step()
+            except Exception as exc:  # noqa: BLE001 - one bad step must not stop the service
+                log.exception("engine step failed")
+                self._fail_all(exc)
+                continue
+            for out in outputs:
+                self._deliver(out.request_id, out, final=out.finished)
+
+    def _deliver(self, request_id: str, item: Any, final: bool) -> None:
+        with self._wake:
+            route = self._routes.pop(request_id, None) if final else self._routes.get(request_id)
+        if route is not None:
+            try:
+                route(request_id, item)
+            except Exception:  # noqa: BLE001 - a reader that went away must not stop the others
+                log.exception("delivering to %s failed", request_id)
+
+    def _fail_all(self, exc: Exception) -> None:
+        with self._wake:
+            ids = list(self._routes)
+            for request_id in ids:
+                self.engine.abort(request_id)
+        for request_id in ids:
+            self._deliver(request_id, exc, final=True)
+        try:  # drain the aborts so has_unfinished() does not spin on a broken state
+            for _ in range(1000):
+                if not self.engine.has_unfinished():
+                    return
+                self.engine.step()
+        except Exception:  # noqa: BLE001
+            log.exception("the engine could not drain after a failure")
+        with self._wake:  # still unfinished: stop rather than spin; new requests get an error
+            self._closed = True

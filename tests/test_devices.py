@@ -70,3 +70,17 @@ def test_load_model_checks_device_before_loading(tmp_path):
 
     with pytest.raises(DeviceError, match="device"):
         load_model(tmp_path / "no-such-folder", device="tpu")  # the device error comes before the missing folder
+
+
+def test_build_engine_refuses_or_warns_by_the_drift_table(monkeypatch):
+    from constrained_spec import devices
+    from constrained_spec.engine_setup import check_speculation_dtype
+
+    model = torch.nn.Linear(2, 2).to(torch.bfloat16)
+    monkeypatch.setitem(devices.SPECULATION_DRIFT, ("cpu", "bfloat16"), (0.4, 0.1))
+    with pytest.raises(DeviceError, match=r"^dtype: speculation refused: scoring k \+ 1 rows moves bfloat16 logits on cpu by up to 0.4"):
+        check_speculation_dtype(model)
+    monkeypatch.delitem(devices.SPECULATION_DRIFT, ("cpu", "bfloat16"))
+    with pytest.warns(RuntimeWarning, match="not measured"):
+        check_speculation_dtype(model)
+    check_speculation_dtype(torch.nn.Linear(2, 2))  # float32 on cpu: measured and offered, silent

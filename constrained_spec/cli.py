@@ -23,6 +23,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .engine_setup import RUNNER_NAMES
+from .grammar.compiler import BACKENDS as GRAMMAR_BACKENDS
+
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_ERROR", "EXIT_BAD_INPUT", "EXIT_INCOMPLETE"]
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_INCOMPLETE = 0, 1, 2, 3
@@ -37,8 +40,8 @@ def _add_generation_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--system", help="system prompt (the chat template's default otherwise)")
     p.add_argument("--model", default=None, help="local Hugging Face model folder, or a model id in the local HF cache (default: SmolLM2-135M-Instruct)")
     p.add_argument("--draft", default="auto", help="proposer: auto|forced|ngram|suffix|none or a draft model folder (default auto)")
-    p.add_argument("--backend", default="default", choices=("default", "llguidance"), help="grammar backend")
-    p.add_argument("--runner", default="auto", choices=("auto", "static", "hf"), help="model runner: auto (static KV cache for Llama models), static, hf (transformers)")
+    p.add_argument("--backend", default="default", choices=GRAMMAR_BACKENDS, help="grammar backend")
+    p.add_argument("--runner", default="auto", choices=RUNNER_NAMES, help="model runner: auto (static KV cache for Llama models), static, hf (transformers)")
     p.add_argument("--temperature", type=float, default=1.0, help="0 = greedy (default 1.0)")
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--top-k", type=int, default=0, help="0 = off")
@@ -102,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--draft", default="auto", help="proposer: auto, forced, ngram, suffix, none, or a draft model folder")
     p.add_argument("--max-tokens-limit", type=int, default=None, help="largest max_tokens a request may ask for (default: the model's context)")
     p.add_argument("--max-in-flight", type=int, default=64, help="engine requests in flight before answering 429")
-    p.add_argument("--runner", default="auto", choices=("auto", "static", "hf"), help="model runner: auto (static KV cache for Llama models), static, hf (transformers)")
+    p.add_argument("--runner", default="auto", choices=RUNNER_NAMES, help="model runner: auto (static KV cache for Llama models), static, hf (transformers)")
     _add_device_options(p)
     return parser
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DRAFT_NAMES", "RUNNER_NAMES", "make_vocabulary", "make_proposer", "make_runner", "build_engine", "check_speculation_dtype"]
+__all__ = ["DRAFT_NAMES", "RUNNER_NAMES", "check_runner", "make_vocabulary", "make_proposer", "make_runner", "build_engine", "check_speculation_dtype"]
 
 DRAFT_NAMES = ("auto", "forced", "ngram", "suffix", "none")
 RUNNER_NAMES = ("auto", "static", "hf")
@@ -65,10 +65,15 @@ def make_proposer(draft: Any, loaded: Any, vocabulary: Any) -> Any:
     )
 
 
-def make_runner(model: Any, runner: str = "auto") -> Any:
-    """The runner for an HF causal LM: see the module docstring for the names."""
+def check_runner(runner: object) -> None:
+    """ValueError unless `runner` names a model runner."""
     if runner not in RUNNER_NAMES:
         raise ValueError(f"runner must be one of {', '.join(RUNNER_NAMES)}, got {runner!r}")
+
+
+def make_runner(model: Any, runner: str = "auto") -> Any:
+    """The runner for an HF causal LM: see the module docstring for the names."""
+    check_runner(runner)
     if runner != "hf":
         from .static_llama import unsupported_reason
 
@@ -86,10 +91,10 @@ def make_runner(model: Any, runner: str = "auto") -> Any:
 
 def build_engine(loaded: Any, *, draft: Any = "auto", max_draft_tokens: int = 8, vocabulary: Any = None, runner: str = "auto") -> Any:
     """A speculative Engine for `loaded` with the chosen proposer and runner (`make_runner`)."""
-    from .speculative import Engine
+    from .speculative import Engine, check_draft_limit
 
     vocabulary = vocabulary if vocabulary is not None else make_vocabulary(loaded)
-    proposer = make_proposer(draft, loaded, vocabulary) if max_draft_tokens > 0 else None
+    proposer = make_proposer(draft, loaded, vocabulary) if check_draft_limit(max_draft_tokens) > 0 else None
     if proposer is not None:
         check_speculation_dtype(loaded.model)
     tokenizer = loaded.tokenizer
@@ -99,7 +104,7 @@ def build_engine(loaded: Any, *, draft: Any = "auto", max_draft_tokens: int = 8,
         proposer=proposer,
         vocabulary_limit=loaded.vocab_size,
         decode=lambda ids: tokenizer.decode(ids, skip_special_tokens=True),
-        max_draft_tokens=max(max_draft_tokens, 1),
+        max_draft_tokens=max_draft_tokens,
     )
 
 

@@ -46,7 +46,7 @@ from .runners import Runner
 from .sampling import SamplingParams, filtered_logits, history_tensors
 from .spec_stats import DraftLengthPolicy, SpecStats
 
-__all__ = ["Engine", "RequestOutput", "SpecStats", "TokenLogprob"]
+__all__ = ["Engine", "RequestOutput", "SpecStats", "TokenLogprob", "check_draft_limit"]
 
 _DRAFT_SEED_OFFSET = 0x9E3779B97F4A7C15  # draft randomness: a stream separate from verification
 
@@ -111,6 +111,13 @@ class _Planned:
     bitmask: torch.Tensor | None = None  # int32 [k + 1, W]
 
 
+def check_draft_limit(value: object) -> int:
+    """`max_draft_tokens`: an integer >= 0 (0: no speculation); ValueError otherwise."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"max_draft_tokens must be an integer >= 0, got {value!r}")
+    return value
+
+
 class Engine:
     """Batched exact speculative decoding. See the module docstring for the loop.
 
@@ -118,9 +125,14 @@ class Engine:
     the same loop). vocabulary_limit: tokens >= this id are never sampled. decode: token ids ->
     text, needed for stop strings. max_draft_tokens: the most drafts per step. adaptive: choose
     the draft length per request from its acceptance (spec_stats.DraftLengthPolicy).
-    kernel_backend: "auto" uses the Triton rejection kernel on CUDA tensors, "torch" never.
+    kernel: the rejection kernel (`kernels.KERNELS`): "auto" uses Triton on CUDA tensors, "torch"
+    never, "triton" always. (Grammar backends are chosen when compiling a grammar.)
     device: where per-request verification generators live (default: the runner's `device`, else
     the CPU); draft generators stay on the CPU, where proposers sample.
+
+    One owner steps an engine (`step` / `generate`): a `scheduler.Scheduler` for a Generator, or
+    code that holds the engine alone. `add_request` and `abort` may come from any thread; a
+    `step` while another step runs raises instead of corrupting the requests' state.
     """
 
     def __init__(
@@ -133,14 +145,17 @@ class Engine:
         decode: Callable[[list[int]], str] | None = None,
         max_draft_tokens: int = 8,
         adaptive: bool = True,
-        kernel_backend: str = "auto",
+        kernel: str = "auto",
+        kernel_backend: None = None,
         policy_factory: Callable[[int], DraftLengthPolicy] | None = None,
         device: torch.device | str | None = None,
     ) -> None:
-        if not isinstance(max_draft_tokens, int) or isinstance(max_draft_tokens, bool) or max_draft_tokens < 0:
-            raise ValueError(f"max_draft_tokens must be an integer >= 0, got {max_draft_tokens!r}")
-        if kernel_backend not in ("auto", "torch", "triton"):
-            raise ValueError(f"kernel_backend must be 'auto', 'torch' or 'triton', got {kernel_backend!r}")
+        check_draft_limit(max_draft_tokens)
+        from .kernels import check_kernel  # torch only; Triton is imported when a kernel runs
+
+        if kernel_backend is not None:
+            raise TypeError("Engine(kernel_backend=...) is now Engine(kernel=...)")
+        check_kernel(kernel)
         self.runner = runner
         self.eos_token_id = eos_token_id
         self.proposer = proposer
@@ -148,7 +163,7 @@ class Engine:
         self.decode = decode
         self.max_draft_tokens = max_draft_tokens
         self.adaptive = adaptive
-        self.kernel_backend = kernel_backend
+        self.kernel = kernel
         self.policy_factory = policy_factory or (lambda k: DraftLengthPolicy(k))
         # Where the verification random numbers are drawn: the model's device (the runner's
         # `device` when it has one), so no V-wide row crosses the bus.
@@ -158,6 +173,7 @@ class Engine:
         self._incoming_ids: set[str] = set()
         self._aborts: set[str] = set()
         self._lock = threading.Lock()
+        self._stepping = threading.Lock()  # held by the one step in progress
         self._ids = itertools.count()
 
     # ---- requests (thread-safe; take effect at the next step) ----
@@ -177,9 +193,7 @@ class Engine:
         None (off), or n >= 0 to get each emitted token's log-prob and the n most likely
         alternatives (see the module docstring)."""
         prompt = [int(t) for t in prompt_ids]
-        limit = self.max_draft_tokens if max_draft_tokens is None else max_draft_tokens
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
-            raise ValueError(f"max_draft_tokens must be an integer >= 0, got {max_draft_tokens!r}")
+        limit = self.max_draft_tokens if max_draft_tokens is None else check_draft_limit(max_draft_tokens)
         if not prompt:
             raise ValueError("prompt_ids must not be empty (the model needs at least one token to condition on)")
         if not isinstance(params, SamplingParams):
@@ -224,6 +238,14 @@ class Engine:
 
     def step(self) -> list[RequestOutput]:
         """One speculative step for every unfinished request; returns their outputs."""
+        if not self._stepping.acquire(blocking=False):
+            raise RuntimeError("Engine.step() while another step runs: an engine has one owner (scheduler.Scheduler)")
+        try:
+            return self._step()
+        finally:
+            self._stepping.release()
+
+    def _step(self) -> list[RequestOutput]:
         with self._lock:
             incoming, self._incoming = self._incoming, []
             self._incoming_ids = set()
@@ -335,7 +357,7 @@ class Engine:
         back of the result (the step's only host sync; the "no allowed token" check rides on it)."""
         vocab = logits[0].shape[-1]
         device = logits[0].device
-        use_kernel = self.kernel_backend == "triton" or (self.kernel_backend == "auto" and device.type == "cuda")
+        use_kernel = self.kernel == "triton" or (self.kernel == "auto" and device.type == "cuda")
         counts = [len(p.draft) for p in plans]
         bitmask = self._step_bitmask(plans, vocab, device)  # [D + B, W] or None
         target, row_ok = self._target_rows(active, plans, logits, bitmask, fused=use_kernel)  # [D + B, V], [D + B]
@@ -361,7 +383,7 @@ class Engine:
             temperature = upload(torch.tensor([r.params.temperature for r in active], dtype=torch.float32), device)  # [B]
             out, num_accepted = rejection_sample_logits(
                 target, bitmask, temperature, draft_ids, cu, draft_probs, randomness,
-                backend="triton" if self.kernel_backend == "triton" else "auto", max_num_draft_tokens=max(counts),
+                kernel="triton" if self.kernel == "triton" else "auto", max_num_draft_tokens=max(counts),
             )
         else:
             greedy = upload(torch.tensor(greedy_flags, dtype=torch.bool), device)  # [B]

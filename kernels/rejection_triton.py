@@ -45,7 +45,7 @@ if not torch.cuda.is_available() and not isinstance(tl.max, InterpretedFunction)
         "TRITON_INTERPRET=1 was set: set it before anything imports triton (e.g. torch._dynamo)"
     )
 
-from constrained_spec.rejection import SamplerRandomness  # noqa: E402
+from .inputs import VerifyBatch  # noqa: E402
 
 __all__ = ["rejection_sample_logits_triton"]
 
@@ -210,19 +210,15 @@ def _tile(vocab: int, words_per_block: int | None, rows_per_program: int | None)
 
 
 def rejection_sample_logits_triton(
-    logits: torch.Tensor,
-    bitmask: torch.Tensor | None,
-    temperature: torch.Tensor,
-    draft_token_ids: torch.Tensor,
-    cu_num_draft_tokens: torch.Tensor,
-    draft_probs: torch.Tensor | None,
-    randomness: SamplerRandomness,
+    verify: VerifyBatch,
     max_num_draft_tokens: int,
     words_per_block: int | None = None,
     rows_per_program: int | None = None,
     num_warps: int = 8,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Launch both kernels. Arguments as in `constrained_spec.kernels.rejection_sample_logits`."""
+    """Launch both kernels. Fields as in `constrained_spec.kernels.rejection_sample_logits`."""
+    logits, bitmask, temperature, draft_probs, randomness = verify.logits, verify.bitmask, verify.temperature, verify.draft_probs, verify.randomness
+    draft_token_ids, cu_num_draft_tokens = verify.draft_token_ids, verify.cu_num_draft_tokens
     num_tokens, vocab = logits.shape
     batch = cu_num_draft_tokens.numel() - 1
     device = logits.device

@@ -39,7 +39,7 @@ def test_first_token_follows_masked_tempered_target(dense, device):
     out, _ = rejection_sample_logits(
         logits.repeat(N, 1).to(device), pack_allowed(allowed).repeat(N, 1).to(device), torch.full((N,), temperature, device=device),
         drafts.to(device), torch.arange(N + 1, device=device), None if draft_probs is None else draft_probs.to(device), randomness,
-        backend="triton",
+        kernel="triton",
     )
     counts = torch.bincount(out[:, 0].cpu(), minlength=VOCAB).double()
     assert counts[[3, 7, 8]].sum() == 0, "a forbidden token was emitted"

@@ -12,7 +12,7 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="large voc
 
 
 def both(batch: dict) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
-    return rejection_sample_logits(**batch, backend="torch"), rejection_sample_logits(**batch, backend="triton")
+    return rejection_sample_logits(**batch, kernel="torch"), rejection_sample_logits(**batch, kernel="triton")
 
 
 def assert_same(batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
@@ -82,16 +82,16 @@ def test_filtered_logits_then_kernel_equals_process_logits_then_reference(make_b
     q = batch["draft_probs"]
     # Drafts must be allowed by the processed p's support for q(x) > 0 to be meaningful; keep them.
     ref = rejection_sample(probs, batch["draft_token_ids"], batch["cu_num_draft_tokens"], q, batch["randomness"], torch.tensor([False], device=raw.device))
-    for backend in ("torch", "triton"):
+    for kernel in ("torch", "triton"):
         out = rejection_sample_logits(filt, batch["bitmask"], batch["temperature"], batch["draft_token_ids"],
-                                      batch["cu_num_draft_tokens"], q, batch["randomness"], backend=backend)
-        assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1]), backend
+                                      batch["cu_num_draft_tokens"], q, batch["randomness"], kernel=kernel)
+        assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1]), kernel
 
 
 def test_max_num_draft_tokens_pads_output(make_batch):
     batch = make_batch(2, 20, [1, 2])
-    for backend in ("torch", "triton"):
-        out, _ = rejection_sample_logits(**batch, backend=backend, max_num_draft_tokens=5)
+    for kernel in ("torch", "triton"):
+        out, _ = rejection_sample_logits(**batch, kernel=kernel, max_num_draft_tokens=5)
         assert out.shape == (2, 6) and (out[:, 3:] == -1).all()
 
 

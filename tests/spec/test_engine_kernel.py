@@ -31,7 +31,7 @@ PROMPTS = [[6, 7], [1, 2, 3], [8]]
 
 def run_engine(target: ToyLM, params: list[SamplingParams], backend: str, dense: bool, device: str = DEVICE, **engine_kwargs) -> list[list[int]]:
     proposer = ToyDraftModelProposer(target.perturbed()) if dense else RandomOneHotProposer()
-    engine = Engine(CallableRunner(target.to(device)), eos_token_id=EOS, proposer=proposer, max_draft_tokens=3, kernel_backend=backend, **engine_kwargs)
+    engine = Engine(CallableRunner(target.to(device)), eos_token_id=EOS, proposer=proposer, max_draft_tokens=3, kernel=backend, **engine_kwargs)
     return [o.token_ids for o in engine.generate(PROMPTS, params, small_grammar())]
 
 

@@ -87,6 +87,7 @@ SPECULATION_DRIFT: dict[tuple[str, str], tuple[float, float]] = {
     # `python benchmarks/verify_cost.py --devices cpu --dtypes float32 bfloat16 --sizes 1 9 --context 64
     # --length 18` (k = 8, batch of 4), default model, static runner, torch 2.13 CPU build.
     ("cpu", "float32"): (4.98e-05, 5.15e-05),
+    ("cpu", "bfloat16"): (0.5, 0.25),  # oneDNN picks other kernels for 1 and 9 rows: refused
 }
 
 

@@ -85,3 +85,19 @@ def test_at_most_one_host_sync_per_engine_step():
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert steps > 0
+
+
+def test_vocabulary_limit_is_folded_into_the_kernel_bitmask():
+    """No grammar, logits wider than the vocabulary: the kernel path gets an all-allowed bitmask
+    with the tokens >= the limit cleared, and samples exactly what the torch path samples."""
+    target = ToyLM(V, seed=7)
+    params = [SamplingParams(temperature=t, max_tokens=8, seed=s) for s, t in enumerate([0.0, 1.0, 1.5])]
+
+    def run(kernel):
+        engine = Engine(CallableRunner(target.to(DEVICE)), eos_token_id=EOS, proposer=RandomOneHotProposer(), max_draft_tokens=3,
+                        kernel=kernel, vocabulary_limit=V - 3)
+        return [o.token_ids for o in engine.generate(PROMPTS, params)]
+
+    fused = run("triton")
+    assert fused == run("torch")
+    assert all(t < V - 3 for out in fused for t in out) and any(fused)

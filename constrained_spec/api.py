@@ -109,22 +109,31 @@ def _load_shared(model: Any, verbose: bool, **load_options: Any) -> Any:
         return loaded
 
 
-def _load(model: Any, tokenizer: Any, verbose: bool) -> Any:
-    """None / "default" / folder / LoadedModel / (HF model + tokenizer) -> LoadedModel."""
+def _load(model: Any, tokenizer: Any, verbose: bool, device: Any = None, dtype: Any = None) -> Any:
+    """None / "default" / folder / LoadedModel / (HF model + tokenizer) -> LoadedModel.
+    Loaded from a name or folder: on `device` ("auto" when None) in `dtype`. A model object is
+    moved to `device` / cast to `dtype` only when they are given. Both are checked first."""
+    from .devices import resolve_device, resolve_dtype
     from .models import LoadedModel
 
-    if isinstance(model, LoadedModel):
-        return model
     if model is None or isinstance(model, str) or hasattr(model, "__fspath__"):
         if tokenizer is not None:
             raise ValueError("tokenizer= is only used with an already loaded model object")
-        return _load_shared(model, verbose)
-    if hasattr(model, "model") and hasattr(model, "tokenizer"):
-        return LoadedModel(model=model.model, tokenizer=model.tokenizer, name=getattr(model, "name", "model"))
-    if tokenizer is None:
+        # Resolved before the cache lookup: equal choices share one copy of the weights.
+        return _load_shared(model, verbose, device=resolve_device("auto" if device is None else device), dtype=resolve_dtype(dtype))
+    target = (resolve_device(device) if device is not None else None, resolve_dtype(dtype) if dtype is not None else None)
+    if isinstance(model, LoadedModel):
+        loaded = model
+    elif hasattr(model, "model") and hasattr(model, "tokenizer"):
+        loaded = LoadedModel(model=model.model, tokenizer=model.tokenizer, name=getattr(model, "name", "model"))
+    elif tokenizer is None:
         raise ValueError("a loaded model object needs its tokenizer: Generator(model, tokenizer=tok)")
-    name = getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__
-    return LoadedModel(model=model, tokenizer=tokenizer, name=str(name))
+    else:
+        name = getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__
+        loaded = LoadedModel(model=model, tokenizer=tokenizer, name=str(name))
+    if any(t is not None for t in target):
+        loaded.model.to(*[t for t in target if t is not None])
+    return loaded
 
 
 class Generator:
@@ -137,6 +146,10 @@ class Generator:
     backend: grammar backend, "default" (ours) or "llguidance".
     runner: "auto" (the static-cache runner for Llama-family models, transformers otherwise),
         "static" or "hf" (transformers' forward; the old path).
+    device: "auto" (CUDA when present; the default), "cpu", "cuda[:N]" or a torch.device.
+    dtype: "auto" (float32; the default), "float32", "bfloat16", "float16" or a torch dtype.
+        Both are checked before the model loads (`devices.DeviceError`, a ValueError). A model
+        object is moved / cast only when they are given.
     """
 
     def __init__(
@@ -149,6 +162,8 @@ class Generator:
         verbose: bool = True,
         tokenizer: Any = None,
         runner: str = "auto",
+        device: Any = None,
+        dtype: Any = None,
     ) -> None:
         from .engine_setup import build_engine, check_runner, make_vocabulary
         from .grammar.compiler import check_backend
@@ -164,7 +179,7 @@ class Generator:
         self.max_draft_tokens = max_draft_tokens
         if verbose:
             _log("loading model ...")
-        self.loaded = _load(model, tokenizer, verbose)
+        self.loaded = _load(model, tokenizer, verbose, device=device, dtype=dtype)
         self.tokenizer = self.loaded.tokenizer
         self.model_name = self.loaded.name
         self.vocabulary = make_vocabulary(self.loaded)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DRAFT_NAMES", "RUNNER_NAMES", "check_runner", "make_vocabulary", "make_proposer", "make_runner", "build_engine"]
+__all__ = ["DRAFT_NAMES", "RUNNER_NAMES", "check_runner", "make_vocabulary", "make_proposer", "make_runner", "build_engine", "check_speculation_dtype"]
 
 DRAFT_NAMES = ("auto", "forced", "ngram", "suffix", "none")
 RUNNER_NAMES = ("auto", "static", "hf")
@@ -95,6 +95,8 @@ def build_engine(loaded: Any, *, draft: Any = "auto", max_draft_tokens: int = 8,
 
     vocabulary = vocabulary if vocabulary is not None else make_vocabulary(loaded)
     proposer = make_proposer(draft, loaded, vocabulary) if check_draft_limit(max_draft_tokens) > 0 else None
+    if proposer is not None:
+        check_speculation_dtype(loaded.model)
     tokenizer = loaded.tokenizer
     return Engine(
         make_runner(loaded.model, runner),
@@ -104,3 +106,21 @@ def build_engine(loaded: Any, *, draft: Any = "auto", max_draft_tokens: int = 8,
         decode=lambda ids: tokenizer.decode(ids, skip_special_tokens=True),
         max_draft_tokens=max_draft_tokens,
     )
+
+
+def check_speculation_dtype(model: Any) -> None:
+    """Speculation is offered only in a dtype whose verification drift (k + 1 rows scored together
+    vs one) is measured no larger than plain decoding's drift between batch sizes on that device
+    (devices.SPECULATION_DRIFT). Measured worse: DeviceError (a ValueError naming `dtype`); not
+    measured: a warning naming the command that measures it."""
+    import warnings
+
+    from .devices import DeviceError, speculation_dtype_check
+
+    parameter = next(model.parameters())
+    reason = speculation_dtype_check(parameter.device, parameter.dtype)
+    if reason is None:
+        return
+    if reason.startswith("refused"):
+        raise DeviceError("dtype", f"speculation {reason}")
+    warnings.warn(f"speculation in {str(parameter.dtype).removeprefix('torch.')} on {parameter.device.type}: {reason}", RuntimeWarning, stacklevel=3)

@@ -17,8 +17,10 @@ Traffic: every logits row once, plus one extra row, one q row and one noise row 
 request. Rows after a rejection are read by launch 1 although they are never used; skipping them
 would serialise launch 1 behind launch 2.
 
-On a machine without CUDA, Triton runs only in its interpreter (TRITON_INTERPRET=1, read when the
-@triton.jit decorators below execute), so this module turns it on when no GPU is present.
+On a machine without CUDA, Triton runs only in its interpreter, chosen by TRITON_INTERPRET=1 when
+triton is first imported and when the @triton.jit decorators below run. This module sets it for
+exactly that moment (only when there is no CUDA device and the caller did not set it) and restores
+the environment at its end: importing it leaves os.environ as it was.
 """
 
 from __future__ import annotations
@@ -27,14 +29,17 @@ import os
 
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+_SAVED_INTERPRET = os.environ.get("TRITON_INTERPRET")
+if not torch.cuda.is_available() and _SAVED_INTERPRET is None:
+    os.environ["TRITON_INTERPRET"] = "1"
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.runtime.interpreter import InterpretedFunction  # noqa: E402
 
 if not torch.cuda.is_available() and not isinstance(tl.max, InterpretedFunction):
+    if _SAVED_INTERPRET is None:
+        del os.environ["TRITON_INTERPRET"]
     raise RuntimeError(
         "no CUDA device, so Triton can only run in its interpreter, but triton was imported before "
         "TRITON_INTERPRET=1 was set: set it before anything imports triton (e.g. torch._dynamo)"
@@ -199,7 +204,7 @@ def _tile(vocab: int, words_per_block: int | None, rows_per_program: int | None)
     vocabularies pack several rows (or requests) per program instead, up to 4096 elements per
     tile on a GPU (registers) and 2**16 in the interpreter (whose cost is per program, not per element)."""
     words = words_per_block or min(64, triton.next_power_of_2((vocab + 31) // 32))
-    tile = 2**16 if triton.knobs.runtime.interpret else 4096
+    tile = 2**16 if INTERPRETED else 4096
     rows = rows_per_program or max(1, min(tile // 16, tile // (32 * words)))
     return rows, words
 
@@ -247,3 +252,9 @@ def rejection_sample_logits_triton(
         HAS_MASK=has_mask, HAS_DRAFT_PROBS=has_q, ROWS=rows, WORDS=words, num_warps=num_warps,
     )
     return out, num_accepted
+
+
+# Every @triton.jit above has run: give the caller's environment back (see the module docstring).
+INTERPRETED = isinstance(_row_stats_kernel, InterpretedFunction)
+if _SAVED_INTERPRET is None:
+    os.environ.pop("TRITON_INTERPRET", None)

@@ -17,15 +17,17 @@ def test_importing_the_dispatch_does_not_import_triton():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_auto_on_cpu_uses_torch_and_equals_triton(make_batch):
+def test_auto_equals_torch_and_triton(make_batch):
+    """auto: Triton on CUDA tensors, torch on CPU ones; the tokens are the same either way."""
     batch = make_batch(0, 30, [2, 1])
     auto = rejection_sample_logits(**batch)
-    torch_out = rejection_sample_logits(**batch, kernel="torch")
-    assert torch.equal(auto[0], torch_out[0]) and torch.equal(auto[1], torch_out[1])
+    for kernel in ("torch", "triton"):
+        other = rejection_sample_logits(**batch, kernel=kernel)
+        assert torch.equal(auto[0], other[0]) and torch.equal(auto[1], other[1]), kernel
 
 
-def test_torch_backend_probs_are_process_logits(make_batch):
-    batch = make_batch(4, 45, [3], greedy=[False])
+def test_torch_backend_probs_are_process_logits(make_cpu_batch):
+    batch = make_cpu_batch(4, 45, [3], greedy=[False])
     for t in (0.0, 0.7):
         params = SamplingParams(temperature=t)
         expected = process_logits(batch["logits"], params, draft_ids=batch["draft_token_ids"].tolist(), bitmask=batch["bitmask"])
@@ -49,8 +51,8 @@ def test_torch_backend_probs_are_process_logits(make_batch):
     ],
 )
 @pytest.mark.parametrize("kernel", ["torch", "triton"])
-def test_bad_input_is_rejected_with_a_clear_message(make_batch, change, message, kernel):
-    batch = make_batch(0, 20, [1, 2], greedy=[False, False], one_token_rows=0.0)
+def test_bad_input_is_rejected_with_a_clear_message(make_cpu_batch, change, message, kernel):
+    batch = make_cpu_batch(0, 20, [1, 2], greedy=[False, False], one_token_rows=0.0)
     kwargs = dict(batch, kernel=kernel)
     kwargs.update(change)
     with pytest.raises(ValueError, match=message):
@@ -58,8 +60,8 @@ def test_bad_input_is_rejected_with_a_clear_message(make_batch, change, message,
 
 
 @pytest.mark.parametrize("kernel", ["torch", "triton"])
-def test_draft_with_zero_draft_probability_is_rejected(make_batch, kernel):
-    batch = make_batch(0, 20, [1, 2], greedy=[False, False], dense=True)
+def test_draft_with_zero_draft_probability_is_rejected(make_cpu_batch, kernel):
+    batch = make_cpu_batch(0, 20, [1, 2], greedy=[False, False], dense=True)
     q = batch["draft_probs"].clone()
     q[0, batch["draft_token_ids"][0]] = 0.0
     with pytest.raises(ValueError, match=r"q\(x\) = 0"):

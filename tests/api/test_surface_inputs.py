@@ -219,7 +219,7 @@ def test_schema_file_path_as_schema_gets_a_hint(tmp_path):
         ({"schema": {"type": "string", "pattern": "(?<=a)b"}}, "unsupported|lookbehind"),
         ({"schema": {"type": "string", "format": "nonsense-format"}}, "unsupported string format"),
         ({"choices": []}, "choices"),
-        ({"regex": "a", "choices": ["b"]}, "at most one constraint"),
+        ({"regex": "a", "choices": ["b"]}, "exactly one constraint"),
     ],
 )
 def test_bad_input_is_refused_before_loading(kwargs, message, monkeypatch):

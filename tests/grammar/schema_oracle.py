@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from referencing.exceptions import Unresolvable
 
 from constrained_spec.bitmask import new_bitmask
 
-_ORACLE_ERRORS = (jsonschema.exceptions.SchemaError, Unresolvable, RecursionError, ValueError, LookupError)
+_ORACLE_ERRORS = (jsonschema.exceptions.SchemaError, Unresolvable, RecursionError, ValueError, LookupError, re.error)
 
 
 def _no_constant(name: str) -> Any:
@@ -62,6 +63,18 @@ def parse_strict(data: bytes) -> Parsed | None:
                       json.loads(text, object_pairs_hook=first, parse_constant=_no_constant), duplicated)
     except (UnicodeDecodeError, ValueError, RecursionError):
         return None
+
+
+_EXACT_FORMATS = {"date", "time", "date-time", "ipv4", "ipv6", "uuid"}
+
+
+def _formats(schema: Any) -> set[str]:
+    if isinstance(schema, dict):
+        found = {schema["format"]} if isinstance(schema.get("format"), str) else set()
+        return found.union(*(_formats(v) for k, v in schema.items() if k not in ("const", "enum", "default", "examples")))
+    if isinstance(schema, list):
+        return set().union(*(_formats(v) for v in schema))
+    return set()
 
 
 def declared_names(schema: Any) -> set[str]:
@@ -105,13 +118,19 @@ class Oracle:
     Duplicated keys: a key the schema declares must not repeat (a grammar can exclude a finite
     set of names); an undeclared key in an open object may (no context-free grammar can keep an
     unbounded set of free keys apart), and then the text is valid only if it is valid whichever
-    occurrence a reader keeps."""
+    occurrence a reader keeps.
+
+    Formats: jsonschema checks date, time, date-time, ipv4, ipv6 and uuid exactly, but `email`
+    only for an "@" and `uri`/`hostname` not at all, while engines write a strict RFC subset. A
+    schema using such a loosely checked format gets soundness checks only (`canonical` is never
+    claimed for its texts)."""
 
     def __init__(self, schema: Any) -> None:
         cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         self.schema = schema
         self.validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
         self.declared = declared_names(schema)
+        self.loose_formats = bool(_formats(schema) - _EXACT_FORMATS)
         self._cache: dict[bytes, Verdict] = {}
 
     def is_valid(self, value: Any, schema: Any = None) -> bool:
@@ -131,7 +150,11 @@ class Oracle:
                 verdict = Verdict(self.is_valid(parsed.last) and self.is_valid(parsed.first), False)
             else:
                 valid = self.is_valid(parsed.last)
-                verdict = Verdict(valid, valid and self.canonical_text(parsed.last).encode() == data)
+                try:
+                    canonical = valid and not self.loose_formats and self.canonical_text(parsed.last).encode() == data
+                except ValueError:  # 1e999 reads as infinity: valid JSON, no canonical form
+                    canonical = False
+                verdict = Verdict(valid, canonical)
             self._cache[data] = verdict
         return verdict
 
@@ -203,7 +226,7 @@ class Oracle:
         out = []
         for schema in applicable:
             props, patterns = schema.get("properties", {}), schema.get("patternProperties", {})
-            matched = [s for p, s in patterns.items() if isinstance(patterns, dict) and re.search(p, key)]
+            matched = [s for p, s in patterns.items() if isinstance(patterns, dict) and _search(p, key)]
             if isinstance(props, dict) and key in props:
                 out.append(props[key])
             out += matched
@@ -221,6 +244,13 @@ class Oracle:
             elif "items" in schema:
                 out.append(schema["items"])
         return out
+
+
+def _search(pattern: str, text: str) -> bool:
+    try:
+        return re.search(pattern, text) is not None
+    except re.error:  # an ECMA-only construct: only used to order keys, so no match is safe
+        return False
 
 
 # ---- mutations -------------------------------------------------------------------------------
@@ -284,7 +314,9 @@ def mutations(value: Any, rng: random.Random, count: int) -> list[Any]:
     out = []
     for _ in range(count):
         path = rng.choice(paths)
-        out.append(_replace(value, path, rng.choice(_mutate_node(_get(value, path), rng))))
+        new = rng.choice(_mutate_node(_get(value, path), rng))
+        if not (isinstance(new, float) and not math.isfinite(new)):  # 1e308 * 1000: not JSON
+            out.append(_replace(value, path, new))
     return out
 
 

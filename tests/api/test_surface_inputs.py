@@ -145,7 +145,6 @@ def test_deep_schema_is_a_clean_error_or_works(depth, tiny, monkeypatch):
 # -- 6. json_object mode: no duplicate keys -----------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="grammar/json_schema.py (helper schema): see /work/notes/schema-bugs.md")
 def test_json_object_rejects_duplicate_keys():
     from constrained_spec.grammar import compile
     from constrained_spec.testing import toy_vocabulary

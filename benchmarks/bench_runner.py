@@ -80,8 +80,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--compile", action="store_true", help="also static with torch.compile (inductor) on the step measurement")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--smoke", action="store_true", help="1 round, 2 steps, batches 1 and 2, 8 tokens")
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if args.smoke:
         args.rounds, args.steps, args.max_tokens, args.batches = 1, 2, 8, [1, 2]
     if min(args.rounds, args.steps, args.max_tokens, *args.batches) < 1 or max(args.batches) > len(PEOPLE):

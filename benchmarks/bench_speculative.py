@@ -216,7 +216,7 @@ class XGrammarBaseline:
         tokenizer, model = self.loaded.tokenizer, self.loaded.model
         _, text, schema = task
         compiled = self.compiler.compile_json_schema(json.dumps(schema), any_whitespace=False, separators=(",", ":"))
-        ids = torch.tensor([prompt_ids(tokenizer, text)])
+        ids = torch.tensor([prompt_ids(tokenizer, text)], device=model.device)
         sampling = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 else dict(do_sample=False)
         torch.manual_seed(seed)
         start = time.perf_counter()
@@ -251,6 +251,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--tasks", nargs="+", default=[t[0] for t in TASKS], help="subset of the task names")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="model weights (every configuration uses the same)")
+    parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda or cuda:N")
     parser.add_argument("--no-xgrammar", action="store_true", help="skip the transformers + xgrammar baseline")
     parser.add_argument("--show", action="store_true", help="print the generated texts")
     parser.add_argument("--runner", default="auto", choices=["auto", "static", "hf"], help="model runner of our engine (default auto: static cache)")
@@ -272,10 +273,16 @@ def main(argv: list[str] | None = None) -> list[Row]:
     from constrained_spec.engine_setup import make_vocabulary
     from constrained_spec.models import load_model
 
-    loaded = load_model(dtype=getattr(torch, args.dtype), verbose=False)
+    from constrained_spec.devices import DeviceError, resolve_device
+
+    try:
+        device = resolve_device(args.device)
+    except DeviceError as exc:
+        parser.error(str(exc))
+    loaded = load_model(dtype=getattr(torch, args.dtype), verbose=False, device=device)
     vocabulary = make_vocabulary(loaded)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"model {loaded.name} ({args.dtype}), torch threads {torch.get_num_threads()}, load average {load:.1f}, "
+    print(f"model {loaded.name} ({args.dtype} on {device}), torch threads {torch.get_num_threads()}, load average {load:.1f}, "
           f"{len(tasks)} tasks x {rounds} rounds, max_tokens {max_tokens}, max_draft {args.max_draft}", flush=True)
     from constrained_spec.engine_setup import build_engine
 

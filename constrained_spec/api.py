@@ -9,7 +9,8 @@ loaded model), builds its grammar vocabulary and a speculative `Engine`, and the
     s.result.value
 
 Speculation never changes the output distribution (the engine's rejection rule is exact), so it
-is on by default; `speculative=False` turns it off for one call, `draft="none"` for all.
+is on by default; `speculative=False` turns it off for one call (`speculative=3`: at most 3
+drafts per step), `draft="none"` for all.
 """
 
 from __future__ import annotations
@@ -108,22 +109,31 @@ def _load_shared(model: Any, verbose: bool, **load_options: Any) -> Any:
         return loaded
 
 
-def _load(model: Any, tokenizer: Any, verbose: bool) -> Any:
-    """None / "default" / folder / LoadedModel / (HF model + tokenizer) -> LoadedModel."""
+def _load(model: Any, tokenizer: Any, verbose: bool, device: Any = None, dtype: Any = None) -> Any:
+    """None / "default" / folder / LoadedModel / (HF model + tokenizer) -> LoadedModel.
+    Loaded from a name or folder: on `device` ("auto" when None) in `dtype`. A model object is
+    moved to `device` / cast to `dtype` only when they are given. Both are checked first."""
+    from .devices import resolve_device, resolve_dtype
     from .models import LoadedModel
 
-    if isinstance(model, LoadedModel):
-        return model
     if model is None or isinstance(model, str) or hasattr(model, "__fspath__"):
         if tokenizer is not None:
             raise ValueError("tokenizer= is only used with an already loaded model object")
-        return _load_shared(model, verbose)
-    if hasattr(model, "model") and hasattr(model, "tokenizer"):
-        return LoadedModel(model=model.model, tokenizer=model.tokenizer, name=getattr(model, "name", "model"))
-    if tokenizer is None:
+        # Resolved before the cache lookup: equal choices share one copy of the weights.
+        return _load_shared(model, verbose, device=resolve_device("auto" if device is None else device), dtype=resolve_dtype(dtype))
+    target = (resolve_device(device) if device is not None else None, resolve_dtype(dtype) if dtype is not None else None)
+    if isinstance(model, LoadedModel):
+        loaded = model
+    elif hasattr(model, "model") and hasattr(model, "tokenizer"):
+        loaded = LoadedModel(model=model.model, tokenizer=model.tokenizer, name=getattr(model, "name", "model"))
+    elif tokenizer is None:
         raise ValueError("a loaded model object needs its tokenizer: Generator(model, tokenizer=tok)")
-    name = getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__
-    return LoadedModel(model=model, tokenizer=tokenizer, name=str(name))
+    else:
+        name = getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__
+        loaded = LoadedModel(model=model, tokenizer=tokenizer, name=str(name))
+    if any(t is not None for t in target):
+        loaded.model.to(*[t for t in target if t is not None])
+    return loaded
 
 
 class Generator:
@@ -136,6 +146,10 @@ class Generator:
     backend: grammar backend, "default" (ours) or "llguidance".
     runner: "auto" (the static-cache runner for Llama-family models, transformers otherwise),
         "static" or "hf" (transformers' forward; the old path).
+    device: "auto" (CUDA when present; the default), "cpu", "cuda[:N]" or a torch.device.
+    dtype: "auto" (float32; the default), "float32", "bfloat16", "float16" or a torch dtype.
+        Both are checked before the model loads (`devices.DeviceError`, a ValueError). A model
+        object is moved / cast only when they are given.
     """
 
     def __init__(
@@ -148,22 +162,24 @@ class Generator:
         verbose: bool = True,
         tokenizer: Any = None,
         runner: str = "auto",
+        device: Any = None,
+        dtype: Any = None,
     ) -> None:
-        from .engine_setup import RUNNER_NAMES, build_engine, make_vocabulary
+        from .engine_setup import build_engine, check_runner_name, make_vocabulary
+        from .grammar.compiler import check_backend
         from .scheduler import Scheduler
+        from .speculative import check_draft_limit
 
-        if backend not in ("default", "llguidance"):
-            raise ValueError(f"unknown grammar backend {backend!r}; expected 'default' or 'llguidance'")
-        if runner not in RUNNER_NAMES:
-            raise ValueError(f"runner must be one of {', '.join(RUNNER_NAMES)}, got {runner!r}")
-        if not isinstance(max_draft_tokens, int) or isinstance(max_draft_tokens, bool) or max_draft_tokens < 0:
-            raise ValueError(f"max_draft_tokens must be an integer >= 0, got {max_draft_tokens!r}")
+        # Each rule lives in the layer that owns it; asked here only to fail before loading the model.
+        check_backend(backend)
+        check_runner_name(runner)
+        check_draft_limit(max_draft_tokens)
         self.verbose = verbose
         self.backend = backend
         self.max_draft_tokens = max_draft_tokens
         if verbose:
             _log("loading model ...")
-        self.loaded = _load(model, tokenizer, verbose)
+        self.loaded = _load(model, tokenizer, verbose, device=device, dtype=dtype)
         self.tokenizer = self.loaded.tokenizer
         self.model_name = self.loaded.name
         self.vocabulary = make_vocabulary(self.loaded)
@@ -201,56 +217,46 @@ class Generator:
         self, *, schema: Any = None, regex: str | None = None, grammar: str | None = None,
         choices: Sequence[str] | None = None, json_object: bool = False,
     ) -> _Constraint:
-        given = [n for n, v in (("schema", schema), ("regex", regex), ("grammar", grammar), ("choices", choices)) if v is not None]
+        spec = {name: value for name, value in (("json_schema", schema), ("regex", regex), ("grammar", grammar), ("choices", choices)) if value is not None}
         if json_object:
-            given.append("json_object")
-        if len(given) > 1:
-            raise ValueError(f"give at most one constraint, got {', '.join(given)}")
-        if not given:
+            spec["json_object"] = True
+        if not spec:
             return _Constraint(None, None, None)
         start = time.perf_counter()
         try:
-            result = self._compile(given[0], schema, regex, grammar, choices)
+            result = self._compile(spec, schema)
         except RecursionError:
             raise GrammarError("the constraint is nested too deeply to compile (Python's recursion limit)") from None
         except GrammarError as exc:  # Lark and others write several lines; a surface shows one
             raise GrammarError(one_line(exc)) from None
         if self.verbose:
-            _log(f"compiled the {given[0]} constraint in {time.perf_counter() - start:.2f} s")
+            _log(f"compiled the {', '.join(spec)} constraint in {time.perf_counter() - start:.2f} s")
         return result
 
-    def _compile(self, kind: str, schema: Any, regex: Any, grammar: Any, choices: Any) -> _Constraint:
+    def _compile(self, spec: dict[str, Any], schema: Any) -> _Constraint:
+        """Compile through the grammar layer, which checks the constraint itself (exactly one;
+        each one's type and content). Here: schema sources, readable text, parse and hint."""
         from .grammar import compile as compile_grammar
         from .inputs import check_text
 
-        if kind == "schema":
+        parse: Callable[[str], Any] = str
+        hint = None
+        if schema is not None and len(spec) == 1:
             resolved = resolve_schema(schema)
             check_text(json.dumps(resolved.json_schema, ensure_ascii=False), "schema")
-            compiled = compile_grammar(json_schema=resolved.json_schema, vocab=self.vocabulary, backend=self.backend)
-            result = _Constraint(compiled, resolved.parse, schema_instruction(resolved.json_schema))
-        elif kind == "json_object":
-            compiled = compile_grammar(json_object=True, vocab=self.vocabulary, backend=self.backend)
-            result = _Constraint(compiled, json.loads, "Reply with a JSON object.")
-        elif kind == "regex":
-            if not isinstance(regex, str) or not regex:
-                raise ValueError(f"regex must be a non-empty string, got {regex!r}")
-            check_text(regex, "regex")
-            result = _Constraint(compile_grammar(regex=regex, vocab=self.vocabulary, backend=self.backend), str, None)
-        elif kind == "grammar":
-            if not isinstance(grammar, str) or not grammar.strip():
-                raise ValueError(f"grammar must be Lark text or a bundled grammar name, got {grammar!r}")
-            check_text(grammar, "grammar")
-            result = _Constraint(compile_grammar(grammar=grammar, vocab=self.vocabulary, backend=self.backend), str, None)
-        else:
-            if isinstance(choices, str) or not isinstance(choices, Sequence) or not choices:
-                raise ValueError(f"choices must be a non-empty list of strings, got {choices!r}")
-            if not all(isinstance(c, str) and c for c in choices):
-                raise ValueError("every choice must be a non-empty string")
+            spec["json_schema"], parse, hint = resolved.json_schema, resolved.parse, schema_instruction(resolved.json_schema)
+        elif "json_object" in spec:
+            parse, hint = json.loads, "Reply with a JSON object."
+        for name in ("regex", "grammar"):
+            if isinstance(spec.get(name), str):
+                check_text(spec[name], name)
+        choices = spec.get("choices")
+        if isinstance(choices, Sequence) and not isinstance(choices, str):
             for i, choice in enumerate(choices):
-                check_text(choice, f"choices[{i}]")
-            compiled = compile_grammar(choices=list(choices), vocab=self.vocabulary, backend=self.backend)
-            result = _Constraint(compiled, str, None)
-        return result
+                if isinstance(choice, str):
+                    check_text(choice, f"choices[{i}]")
+        compiled = compile_grammar(**spec, vocab=self.vocabulary, backend=self.backend)
+        return _Constraint(compiled, parse, hint)
 
     def compile_constraint(
         self, *, schema: Any = None, regex: str | None = None, grammar: str | None = None,
@@ -268,14 +274,14 @@ class Generator:
         speculative = kwargs.get("speculative", True)
         hint = constraint.hint if kwargs.get("schema_in_prompt", True) else None
         prompt_ids = self.build_prompt(prompt, kwargs.get("system_prompt"), hint=hint, max_tokens=params.max_tokens)
-        return prompt_ids, params, constraint, bool(speculative)
+        return prompt_ids, params, constraint, speculative
 
-    def _submit(self, prompt_ids: list[int], params: SamplingParams, constraint: _Constraint, speculative: bool,
+    def _submit(self, prompt_ids: list[int], params: SamplingParams, constraint: _Constraint, speculative: bool | int,
                 replies: "queue.SimpleQueue[Any]") -> str:
         """Hand one request to the scheduler; its outputs (or the step's exception) go to `replies`."""
         return self.scheduler.submit(
             prompt_ids, params, constraint.grammar, lambda _id, item: replies.put(item),
-            max_draft_tokens=None if speculative else 0,
+            max_draft_tokens=None if speculative is True else 0 if speculative is False else speculative,
         )
 
     def _finish(self, output: Any, params: SamplingParams, constraint: _Constraint) -> Result:
@@ -292,12 +298,14 @@ class Generator:
     def generate(
         self, prompt: Prompt, *, schema: Any = None, regex: str | None = None, grammar: str | None = None,
         choices: Sequence[str] | None = None, json_object: bool = False, params: SamplingParams | None = None,
-        system_prompt: str | None = None, speculative: bool = True, schema_in_prompt: bool = True,
+        system_prompt: str | None = None, speculative: bool | int = True, schema_in_prompt: bool = True,
         **sampling_kwargs: Any,
     ) -> Result:
         """Generate one answer. Sampling parameters go in `params` or as keywords
         (temperature=0, max_tokens=100, seed=1, ...). `schema_in_prompt` tells the model
-        which JSON keys to write, after the prompt (it does not affect validity, only content)."""
+        which JSON keys to write, after the prompt (it does not affect validity, only content).
+        `speculative`: True (the Generator's draft length), False (off) or an int (at most that
+        many drafts per step for this call); never changes the output distribution."""
         return self.generate_batch(
             [prompt], schema=schema, regex=regex, grammar=grammar, choices=choices, json_object=json_object,
             params=params, system_prompt=system_prompt, speculative=speculative, schema_in_prompt=schema_in_prompt,
@@ -343,7 +351,7 @@ class Stream:
     The request runs from creation on; reading slowly blocks no other caller. Stopping early:
     `close()` (or `with generator.stream(...) as s:`) aborts the request."""
 
-    def __init__(self, owner: Generator, prompt_ids: list[int], params: SamplingParams, constraint: _Constraint, speculative: bool) -> None:
+    def __init__(self, owner: Generator, prompt_ids: list[int], params: SamplingParams, constraint: _Constraint, speculative: bool | int) -> None:
         self._owner, self._params, self._constraint = owner, params, constraint
         self.result: Result | None = None
         self._replies: queue.SimpleQueue[Any] = queue.SimpleQueue()

@@ -23,6 +23,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .engine_setup import RUNNER_NAMES
+from .grammar.compiler import BACKENDS as GRAMMAR_BACKENDS
+
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_ERROR", "EXIT_BAD_INPUT", "EXIT_INCOMPLETE"]
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_INCOMPLETE = 0, 1, 2, 3
@@ -37,8 +40,8 @@ def _add_generation_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--system", help="system prompt (the chat template's default otherwise)")
     p.add_argument("--model", default=None, help="local Hugging Face model folder, or a model id in the local HF cache (default: SmolLM2-135M-Instruct)")
     p.add_argument("--draft", default="auto", help="proposer: auto|forced|ngram|suffix|none or a draft model folder (default auto)")
-    p.add_argument("--backend", default="default", choices=("default", "llguidance"), help="grammar backend")
-    p.add_argument("--runner", default="auto", choices=("auto", "static", "hf"), help="model runner: auto (static KV cache for Llama models), static, hf (transformers)")
+    p.add_argument("--backend", default="default", choices=GRAMMAR_BACKENDS, help="grammar backend")
+    p.add_argument("--runner", default="auto", choices=RUNNER_NAMES, help="model runner: auto (static KV cache for Llama models), static, hf (transformers)")
     p.add_argument("--temperature", type=float, default=1.0, help="0 = greedy (default 1.0)")
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--top-k", type=int, default=0, help="0 = off")
@@ -47,6 +50,19 @@ def _add_generation_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stream", action="store_true", help="print the output as it is generated")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress or stats on stderr")
     p.add_argument("--progress", action="store_true", help="show generation progress on stderr even when it is not a terminal")
+    _add_device_options(p)
+
+
+def _add_device_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda or cuda:N (default auto)")
+    p.add_argument("--dtype", default="auto", help="auto (float32), float32, bfloat16 or float16 (default auto)")
+
+
+def _devices(args: argparse.Namespace) -> tuple[Any, Any]:
+    """--device / --dtype checked before anything loads (a DeviceError is bad input: exit 2)."""
+    from .devices import resolve_device, resolve_dtype
+
+    return resolve_device(args.device), resolve_dtype(args.dtype)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,9 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-schema-in-prompt", action="store_true", help="default for lines without schema_in_prompt")
     _add_generation_options(p)
     p = sub.add_parser("verify", help="statistical self-check: speculative == plain constrained sampling")
-    p.add_argument("--samples", type=int, default=20000, help="number of sampled sequences (default 20000)")
+    p.add_argument("--samples", type=int, default=None, help="number of sampled sequences (default 20000; 300 per engine with --engine vllm)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--alpha", type=float, default=0.001, help="significance level (default 0.001)")
+    p.add_argument("--engine", choices=("toy", "vllm"), default="toy", help="toy: our engine on a toy model; vllm: vLLM with our plugin vs without speculation")
     p = sub.add_parser("serve", help="OpenAI-compatible HTTP server (needs the [server] extra)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
@@ -89,7 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--draft", default="auto", help="proposer: auto, forced, ngram, suffix, none, or a draft model folder")
     p.add_argument("--max-tokens-limit", type=int, default=None, help="largest max_tokens a request may ask for (default: the model's context)")
     p.add_argument("--max-in-flight", type=int, default=64, help="engine requests in flight before answering 429")
-    p.add_argument("--runner", default="auto", choices=("auto", "static", "hf"), help="model runner: auto (static KV cache for Llama models), static, hf (transformers)")
+    p.add_argument("--runner", default="auto", choices=RUNNER_NAMES, help="model runner: auto (static KV cache for Llama models), static, hf (transformers)")
+    _add_device_options(p)
     return parser
 
 
@@ -157,7 +175,8 @@ def _make_generator(args: argparse.Namespace) -> Any:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-    return api.Generator(args.model, draft=args.draft, backend=args.backend, verbose=not args.quiet, runner=args.runner)
+    device, dtype = _devices(args)
+    return api.Generator(args.model, draft=args.draft, backend=args.backend, verbose=not args.quiet, runner=args.runner, device=device, dtype=dtype)
 
 
 def _progress_wanted(args: argparse.Namespace) -> bool:
@@ -194,6 +213,7 @@ def _run_generation(args: argparse.Namespace) -> int:
     quiet = args.quiet
     # Everything that can be checked without the model is checked first: bad input fails fast.
     params = SamplingParams(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed, max_tokens=args.max_tokens)
+    _devices(args)  # bad --device / --dtype fail before anything loads
     constraint = _constraint(args)
     prompt = _read_prompt(args)
     check_request(prompt, system_prompt=args.system, **constraint)
@@ -236,6 +256,7 @@ def _run_batch(args: argparse.Namespace) -> int:
     from .sampling import SamplingParams
 
     defaults = SamplingParams(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed, max_tokens=args.max_tokens)
+    _devices(args)  # bad --device / --dtype fail before anything loads
     if args.requests == "-":
         text = read_stdin_text("the requests on stdin")
     else:
@@ -272,10 +293,22 @@ def _run_batch(args: argparse.Namespace) -> int:
 
 
 def _run_verify(args: argparse.Namespace) -> int:
+    if args.samples is None:
+        args.samples = 300 if args.engine == "vllm" else 20000
     if args.samples < 100:
         raise BadInput(f"--samples must be at least 100, got {args.samples}")
     if not 0 < args.alpha < 1:
         raise BadInput(f"--alpha must be in (0, 1), got {args.alpha}")
+    if args.engine == "vllm":  # a subprocess in the vLLM Python: see constrained_spec/vllm/exactness.py
+        from .vllm.exactness import run_vllm_check
+        from .vllm.runtime import VllmUnavailable
+
+        try:
+            report, _ = run_vllm_check(samples=args.samples, seed=args.seed, alpha=args.alpha, log=lambda m: print(m, file=sys.stderr, flush=True))
+        except VllmUnavailable as exc:
+            raise BadInput(str(exc)) from exc
+        print(report.summary())
+        return EXIT_OK if report.passed else EXIT_ERROR
     from .selfcheck import run_selfcheck
 
     report = run_selfcheck(samples=args.samples, seed=args.seed, alpha=args.alpha, log=lambda m: print(m, file=sys.stderr, flush=True))
@@ -297,8 +330,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":  # imported lazily: fastapi is an optional extra
             from .server.app import ServerConfig, serve
 
+            device, dtype = _devices(args)
             config = ServerConfig(max_tokens_limit=args.max_tokens_limit, max_in_flight=args.max_in_flight)
-            serve(args.host, args.port, args.model, draft=args.draft, config=config, runner=args.runner)
+            serve(args.host, args.port, args.model, draft=args.draft, config=config, runner=args.runner, device=device, dtype=dtype)
             return EXIT_OK
         if args.command == "batch":
             return _run_batch(args)

@@ -160,27 +160,58 @@ def _cached_snapshot(repo_id: str) -> Path | None:
     return path if (path / "config.json").is_file() else None
 
 
-def load_model(model: str | os.PathLike | None = None, dtype: Any = None, verbose: bool = True) -> LoadedModel:
+def load_model(
+    model: str | os.PathLike | None = None, dtype: Any = None, verbose: bool = True, *, device: Any = None
+) -> LoadedModel:
     """Load the default model (None or "default"), a local Hugging Face model folder, or a model
     id already in the local Hugging Face cache; offline.
 
-    Returns the model in eval mode with its tokenizer. Raises FileNotFoundError with a clear
-    message when the folder does not exist and the id is not cached.
+    dtype: "auto" / None (float32), "float32", "bfloat16", "float16" or a torch dtype.
+    device: None / "cpu" (the default: this low-level loader keeps the model where it always put
+        it), "auto" (the first CUDA device when present, else the CPU; what Generator, the CLI and
+        the server default to), "cuda[:N]" or a torch.device. Both are checked before anything
+        loads (`devices.DeviceError`, a ValueError).
+    Returns the model in eval mode on `device` with its tokenizer. Raises FileNotFoundError with a
+    clear message when the folder does not exist and the id is not cached.
     """
-    import torch
+    from .devices import resolve_device, resolve_dtype
 
-    dtype = dtype or torch.float32
+    dtype = resolve_dtype(dtype)
+    device = resolve_device("cpu" if device is None else device)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     start = time.perf_counter()
     if model is None or str(model) in ("default", DEFAULT_MODEL):
         hf_model, tokenizer = _load_default(dtype, verbose)
+        _check_default_tokenizer(tokenizer)
         name = DEFAULT_MODEL
     else:
         folder = resolve_model_folder(str(model))
         hf_model, tokenizer = _load_hf_folder(folder, dtype)
         name = folder.name if Path(model).expanduser().exists() else str(model)  # a cached id keeps its id
     hf_model.eval()
+    if device.type != "cpu":
+        hf_model.to(device)
     if verbose:
-        _log(f"loaded {name} in {time.perf_counter() - start:.1f} s")
+        _log(f"loaded {name} in {time.perf_counter() - start:.1f} s ({device}, {str(dtype).removeprefix('torch.')})")
     return LoadedModel(model=hf_model, tokenizer=tokenizer, name=name)
+
+
+def _check_default_tokenizer(tokenizer: Any) -> None:
+    """The default model's tokenizer as its GGUF defines it. Some transformers versions convert the
+    GGUF tokenizer wrongly (a Llama tokenizer with extra tokens, BOS added, EOS = <|im_start|>),
+    which would silently change every prompt and the stop token: fail loudly instead."""
+    expected = {"tokens": 49152, "eos": "<|im_end|>", "encode": [504, 3575, 282, 4649, 314]}
+    got = {
+        "tokens": len(tokenizer),
+        "eos": tokenizer.eos_token,
+        "encode": list(tokenizer.encode("The capital of France is")),
+    }
+    if got != expected:
+        import transformers
+
+        raise RuntimeError(
+            f"the default model's tokenizer was converted wrongly by transformers {transformers.__version__} "
+            f"(got {got}, expected {expected}); install a transformers version in the tested range (see README, "
+            f"'Devices and environments') and delete {cache_dir() / (DEFAULT_MODEL + '-float32')}"
+        )

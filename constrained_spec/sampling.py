@@ -20,6 +20,7 @@ from types import MappingProxyType
 import torch
 
 from .bitmask import apply_bitmask_
+from .devices import upload
 
 __all__ = ["SamplingParams", "process_logits", "filtered_logits", "history_tensors"]
 
@@ -140,10 +141,15 @@ def history_tensors(
             count_idx.extend(base + t for t in draft[:j])
             prompt_idx.extend(base + t for t in prompt)
         row += k + 1
+    # Only the token ids cross to the device; the [rows, V] tables are built there (index_add_,
+    # not bincount, which would read the largest id back to the host on CUDA).
     size = row * vocab
-    counts = torch.bincount(torch.tensor(count_idx, dtype=torch.long), minlength=size).view(row, vocab)
-    prompt_mask = torch.bincount(torch.tensor(prompt_idx, dtype=torch.long), minlength=size).view(row, vocab) > 0
-    return counts.to(device, torch.float32), prompt_mask.to(device)
+    flat = upload(torch.tensor(count_idx + prompt_idx, dtype=torch.long), device)  # [n_counts + n_prompt]
+    counts = torch.zeros(size, dtype=torch.float32, device=device)
+    counts.index_add_(0, flat[: len(count_idx)], torch.ones(len(count_idx), device=device))
+    prompt_mask = torch.zeros(size, dtype=torch.bool, device=device)
+    prompt_mask[flat[len(count_idx) :]] = True
+    return counts.view(row, vocab), prompt_mask.view(row, vocab)
 
 
 def filtered_logits(
@@ -157,6 +163,7 @@ def filtered_logits(
     *,
     output_counts: torch.Tensor | None = None,
     prompt_mask: torch.Tensor | None = None,
+    check_rows: bool = True,
 ) -> torch.Tensor:
     """Every processing step except the final temperature + softmax. Returns new float32 logits
     `[rows, V]` (untempered) with -inf on every token that p must give zero probability.
@@ -167,6 +174,8 @@ def filtered_logits(
     output_counts / prompt_mask: per-row history given directly (float `[rows, V]` counts of
     output + draft prefix, bool `[rows, V]` prompt tokens; see `history_tensors`) instead of the
     id lists, so rows of many requests sharing params are processed in one call.
+    check_rows: raise when a row allows no token. It reads the result back to the host, a device
+    sync on CUDA, so the engine turns it off there and checks within its one sync per step.
     A Triton kernel given these logits and `params.temperature` computes the same p.
     """
     if logits.ndim != 2:
@@ -190,15 +199,15 @@ def filtered_logits(
     if params.presence_penalty or params.frequency_penalty:
         out -= params.frequency_penalty * output_counts + params.presence_penalty * (output_counts > 0).float()
     if params.logit_bias:
-        ids = torch.tensor(list(params.logit_bias.keys()), dtype=torch.long, device=device)
-        if int(ids.max()) >= vocab:
-            raise ValueError(f"logit_bias names token {int(ids.max())}, beyond the vocabulary of {vocab}")
-        out[:, ids] += torch.tensor(list(params.logit_bias.values()), dtype=torch.float32, device=device)
+        if max(params.logit_bias) >= vocab:
+            raise ValueError(f"logit_bias names token {max(params.logit_bias)}, beyond the vocabulary of {vocab}")
+        ids = upload(torch.tensor(list(params.logit_bias.keys()), dtype=torch.long), device)
+        out[:, ids] += upload(torch.tensor(list(params.logit_bias.values()), dtype=torch.float32), device)
     if bitmask is not None:
         apply_bitmask_(out, bitmask)
     if vocab_limit is not None and vocab_limit < vocab:
         out[:, vocab_limit:] = float("-inf")
-    if not torch.isfinite(out.max(dim=-1).values).all():
+    if check_rows and not torch.isfinite(out.max(dim=-1).values).all():
         raise ValueError("a row has no allowed token: the grammar mask (or vocabulary limit) forbids every token")
     if params.greedy:
         return out

@@ -7,8 +7,9 @@ no caller waits for another caller's reader, only for the step in progress, and 
 flight is decoded in one batch.
 
 `deliver` runs on the stepping thread: it must only hand the item over (put it in a queue).
-If a step raises, every request in flight gets the exception and is aborted; the thread keeps
-serving new requests.
+If a step raises, every request in flight gets the exception and is aborted; later requests are
+served as usual. The thread runs only while requests are in flight (the next `submit` starts a
+new one), so an idle Generator holds no thread and can be freed.
 """
 
 from __future__ import annotations
@@ -30,19 +31,19 @@ Deliver = Callable[[str, Any], None]  # (request_id, RequestOutput or the except
 
 
 class Scheduler:
-    """Steps `engine` on a daemon thread (started on the first request) while any request runs."""
+    """Steps `engine` on a daemon thread while any request is in flight."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._routes: dict[str, Deliver] = {}
-        self._wake = threading.Condition()  # guards _routes, _closed and the thread
+        self._lock = threading.Lock()  # guards _routes, _closed and _thread
         self._closed = False
         self._thread: threading.Thread | None = None
         self.peak_batch = 0  # most requests in flight at one step: > 1 shows they were batched
 
     @property
     def in_flight(self) -> int:
-        with self._wake:
+        with self._lock:
             return len(self._routes)
 
     def submit(
@@ -51,7 +52,7 @@ class Scheduler:
     ) -> str:
         """Queue a request; returns its id. Errors in the request itself (ValueError) raise here.
         `logprobs`: see `Engine.add_request`."""
-        with self._wake:  # routed before the engine can produce output for it
+        with self._lock:  # routed before the engine can produce output for it
             if self._closed:
                 raise RuntimeError("the engine's scheduler is closed (closed, or the engine broke: see the log)")
             request_id = self.engine.add_request(prompt_ids, params, grammar, max_draft_tokens=max_draft_tokens, logprobs=logprobs)
@@ -59,32 +60,28 @@ class Scheduler:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="constrained-spec-engine", daemon=True)
                 self._thread.start()
-            self._wake.notify()
         return request_id
 
     def abort(self, request_id: str) -> None:
         """Stop a request at the next step; its final output (finish_reason "abort") is still
         delivered. Requests that already finished, or unknown ids, are left alone."""
-        with self._wake:
+        with self._lock:
             if request_id in self._routes:
                 self.engine.abort(request_id)
-                self._wake.notify()
 
     def close(self) -> None:
         """Stop the thread after the step in progress; requests still in flight are dropped."""
-        with self._wake:
+        with self._lock:
             self._closed = True
-            self._wake.notify()
             thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=30)
 
     def _run(self) -> None:
         while True:
-            with self._wake:
-                while not self._closed and not self.engine.has_unfinished():
-                    self._wake.wait()
-                if self._closed:
+            with self._lock:
+                if self._closed or not self.engine.has_unfinished():
+                    self._thread = None  # idle: the next submit starts a new thread
                     return
                 self.peak_batch = max(self.peak_batch, len(self._routes))
             try:
@@ -97,7 +94,7 @@ class Scheduler:
                 self._deliver(out.request_id, out, final=out.finished)
 
     def _deliver(self, request_id: str, item: Any, final: bool) -> None:
-        with self._wake:
+        with self._lock:
             route = self._routes.pop(request_id, None) if final else self._routes.get(request_id)
         if route is not None:
             try:
@@ -106,18 +103,26 @@ class Scheduler:
                 log.exception("delivering to %s failed", request_id)
 
     def _fail_all(self, exc: Exception) -> None:
-        with self._wake:
-            ids = list(self._routes)
-            for request_id in ids:
+        """Abort every request in flight, drain the aborts, then hand each its exception. Under
+        the lock, so no request submitted meanwhile is stepped (or lost) by the drain."""
+        broken = False
+        with self._lock:
+            routes, self._routes = self._routes, {}
+            for request_id in routes:
                 self.engine.abort(request_id)
-        for request_id in ids:
-            self._deliver(request_id, exc, final=True)
-        try:  # drain the aborts so has_unfinished() does not spin on a broken state
-            for _ in range(1000):
-                if not self.engine.has_unfinished():
-                    return
-                self.engine.step()
-        except Exception:  # noqa: BLE001
-            log.exception("the engine could not drain after a failure")
-        with self._wake:  # still unfinished: stop rather than spin; new requests get an error
-            self._closed = True
+            try:
+                for _ in range(1000):
+                    if not self.engine.has_unfinished():
+                        break
+                    self.engine.step()  # only aborts are left: no proposer or model runs
+                broken = self.engine.has_unfinished()
+            except Exception:  # noqa: BLE001
+                log.exception("the engine could not drain after a failure")
+                broken = True
+            if broken:  # stop rather than spin; new requests get an error
+                self._closed = True
+        for request_id, route in routes.items():
+            try:
+                route(request_id, exc)
+            except Exception:  # noqa: BLE001
+                log.exception("delivering to %s failed", request_id)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from .bitmask import bitmask_width
+from .devices import upload
 from .grammar.protocol import GrammarError
 
 if TYPE_CHECKING:
@@ -62,20 +63,28 @@ class ToyLM:
     def __call__(self, input_ids: torch.Tensor) -> torch.Tensor:
         if input_ids.ndim != 2:
             raise ValueError(f"input_ids must be [B, T], got shape {tuple(input_ids.shape)}")
-        ids = input_ids.long()
+        device = self.cur.device
+        ids = upload(input_ids.long(), device)
         batch, length = ids.shape
-        prev_ids = torch.cat([torch.full((batch, 1), self.vocab_size, dtype=torch.long), ids[:, :-1]], dim=1)  # [B, T]
-        positions = torch.arange(length).clamp_max(self.pos.shape[0] - 1)  # [T]
+        prev_ids = torch.cat([torch.full((batch, 1), self.vocab_size, dtype=torch.long, device=device), ids[:, :-1]], dim=1)  # [B, T]
+        positions = torch.arange(length, device=device).clamp_max(self.pos.shape[0] - 1)  # [T]
         return self.cur[ids] + self.prev[prev_ids] + self.pos[positions]  # [B, T, V]
+
+    def to(self, device: torch.device | str) -> "ToyLM":
+        """The same model with its tables on `device` (its logits are then computed there)."""
+        other = ToyLM.__new__(ToyLM)
+        other.vocab_size = self.vocab_size
+        other.cur, other.prev, other.pos = (t.to(device) for t in (self.cur, self.prev, self.pos))
+        return other
 
     def perturbed(self, noise: float = 0.7, seed: int = 1) -> "ToyLM":
         """A draft model: this model's tables plus seeded Gaussian noise (acceptance well below 1)."""
         gen = torch.Generator().manual_seed(seed)
         other = ToyLM.__new__(ToyLM)
         other.vocab_size = self.vocab_size
-        other.cur = self.cur + noise * torch.randn(self.cur.shape, generator=gen)
-        other.prev = self.prev + noise * torch.randn(self.prev.shape, generator=gen)
-        other.pos = self.pos + noise * torch.randn(self.pos.shape, generator=gen)
+        other.cur = self.cur + noise * torch.randn(self.cur.shape, generator=gen).to(self.cur.device)
+        other.prev = self.prev + noise * torch.randn(self.prev.shape, generator=gen).to(self.cur.device)
+        other.pos = self.pos + noise * torch.randn(self.pos.shape, generator=gen).to(self.cur.device)
         return other
 
 

@@ -66,7 +66,7 @@ class LarkGrammar:
         self.vocab = vocab
         self._size = int(vocab.size)
         self.eos_token_id = int(vocab.eos_token_id)
-        self.table = LalrTable(parser.parser.parser.parser.parse_table, start)
+        self.table = LalrTable.from_lark(parser, start)
         terms = terminals_from_lark(parser.terminals)
         self.ignore = frozenset(str(n) for n in parser.ignore_tokens)
         self._token_bytes = vocab.token_bytes

@@ -170,7 +170,9 @@ class CompiledRegex:
         del raw
         if self.initial_state not in self._rows:
             raise GrammarError(f"regex {pattern[:200]!r} matches no string this vocabulary can write")
-        self._masks: dict[int, torch.Tensor] = {}
+        # every live state's int32 mask row, EOS included, built now so filling a mask is one copy
+        # (a non-accepting state's row shares the packed buffer; an accepting one gets the EOS bit)
+        self._masks: dict[int, torch.Tensor] = {s: self._build_mask(s) for s in self._rows}
         self._forced: dict[int, tuple[int, int | None] | None] = {}
         self._lock = threading.Lock()
 
@@ -210,16 +212,21 @@ class CompiledRegex:
     def mask(self, state: int) -> torch.Tensor:
         """Packed int32 row `[ceil(V/32)]` for `state` (shared: never modify it)."""
         row = self._masks.get(state)
-        if row is None:
-            packed = self._rows.get(state)
-            packed = np.zeros(bitmask_width(self.vocab.size) * 4, dtype=np.uint8) if packed is None else packed.copy()
-            if state in self._final:
-                eos = self.vocab.eos_token_id
-                packed[eos >> 3] |= 1 << (eos & 7)
-            row = torch.from_numpy(packed.view("<i4"))
+        if row is None:  # a dead or terminated state: nothing is allowed
+            row = self._build_mask(state)
             with self._lock:
                 row = self._masks.setdefault(state, row)
         return row
+
+    def _build_mask(self, state: int) -> torch.Tensor:
+        packed = self._rows.get(state)
+        if packed is None:
+            packed = np.zeros(bitmask_width(self.vocab.size) * 4, dtype=np.uint8)
+        elif state in self._final:
+            packed = packed.copy()
+            eos = self.vocab.eos_token_id
+            packed[eos >> 3] |= 1 << (eos & 7)
+        return torch.from_numpy(packed.view("<i4"))
 
     def forced_step(self, state: int) -> tuple[int, int | None] | None:
         """(byte, state after it) when every continuation from `state` starts with one byte;

@@ -419,13 +419,15 @@ def create_app(generator: Any, config: ServerConfig | None = None) -> FastAPI:
 
 
 def serve(host: str = "127.0.0.1", port: int = 8000, model: str | None = None, *, draft: str = "auto",
-          config: ServerConfig | None = None, log_level: str = "info", runner: str = "auto") -> None:
-    """Load the model and serve it until interrupted (the CLI's `constrained-spec serve`)."""
+          config: ServerConfig | None = None, log_level: str = "info", runner: str = "auto",
+          device: Any = None, dtype: Any = None) -> None:
+    """Load the model (on `device` in `dtype`, see `devices.py`) and serve it until interrupted
+    (the CLI's `constrained-spec serve`)."""
     import uvicorn
 
     from ..api import Generator
 
-    app = create_app(Generator(model, draft=draft, runner=runner), config)
+    app = create_app(Generator(model, draft=draft, runner=runner, device=device, dtype=dtype), config)
     uvicorn.run(app, host=host, port=port, log_level=log_level)
 
 

@@ -34,9 +34,10 @@ class ChoiceOutput:
         self.mode = {"none": "text", "required": "required", "auto": "auto"}[plan.mode]
         self.stops = tuple(stops) if self.mode != "required" else ()  # stop strings never cut a call
         # auto mode: made once the first character shows whether stop strings apply
-        self._detokenizer = Detokenizer(decode, self.stops, eos_token_id) if self.mode != "auto" else None
+        self._detokenizer = Detokenizer(decode, self.stops) if self.mode != "auto" else None
         self._first_char = ""
-        self.token_ids: list[int] = []
+        self.token_ids: list[int] = []  # without EOS
+        self._received = 0  # engine token ids taken so far
         self.finish_reason: str | None = None  # engine's: "stop" | "length" | "abort"
         self.stop_hit = False  # a stop string ended the output (the engine request may run on: abort it)
         self.stats: dict[str, Any] = {}
@@ -56,17 +57,19 @@ class ChoiceOutput:
 
     def update(self, output: Any) -> None:
         """Take the engine's latest RequestOutput (or its final one)."""
-        ids = [int(t) for t in output.token_ids]
-        new = ids[len(self.token_ids):]
-        self.token_ids = ids[:-1] if ids and ids[-1] == self._eos else ids
+        new = [int(t) for t in output.token_ids[self._received:]]  # this step's tokens only: linear time
+        self._received += len(new)
+        if new and new[-1] == self._eos:  # the engine leaves EOS out; be safe with outputs that do not
+            new.pop()
+        self.token_ids.extend(new)
         detokenizer = self._detokenizer
         if detokenizer is None:  # auto mode, undecided: the first character is a few tokens away at most
             self._first_char = self._decode(self.token_ids)[:1]
             if self._first_char or output.finished:
                 stops = () if self._first_char == CALL_START else self.stops
-                detokenizer = self._detokenizer = Detokenizer(self._decode, stops, self._eos)
-                new = ids
-        hit = detokenizer is not None and detokenizer.push(new)
+                detokenizer = self._detokenizer = Detokenizer(self._decode, stops)
+                new = self.token_ids
+        hit = detokenizer is not None and detokenizer.push(new)  # True only for a stop string
         if getattr(output, "logprobs", None) is not None:
             self.logprobs = output.logprobs[: len(self.token_ids)]
         stats = getattr(output, "stats", None)

@@ -138,3 +138,14 @@ def test_many_threads_share_one_generator_without_deadlock(tiny, server):
 
     assert _finishes_within(drained, FACTOR * single)
     assert tiny.scheduler.peak_batch > 1  # requests from different threads shared steps
+
+
+def test_per_request_draft_limits_share_one_engine(tiny):
+    """speculative=False / an int is a per-request limit on the one engine: no second engine."""
+    engine = tiny.engine
+    plain = tiny.generate("hi", regex=WORD, max_tokens=8, seed=3, temperature=0, speculative=False)
+    capped = tiny.generate("hi", regex=WORD, max_tokens=8, seed=3, temperature=0, speculative=1)
+    full = tiny.generate("hi", regex=WORD, max_tokens=8, seed=3, temperature=0)
+    assert tiny.engine is engine and plain.stats["drafted"] == 0
+    assert capped.stats["drafted"] <= capped.stats["steps"]  # at most one draft per step
+    assert plain.token_ids == capped.token_ids == full.token_ids  # greedy: speculation never changes the output

@@ -13,6 +13,9 @@ from pydantic import BaseModel, Field
 pytestmark = pytest.mark.model
 
 PROMPT = "What is the weather in Paris? Use the tool, then answer."
+# With tools and a typed answer in one request, the small model answers in one turn here; told to
+# use the tool it calls it again after every result until the turn limit (model wisdom, not shape).
+ASK = "What is the weather in Paris?"
 
 
 class City(BaseModel):
@@ -33,7 +36,7 @@ def get_weather(city: str) -> str:
 # ---- LangChain -------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def chat_model(live_server, model_id):
     from langchain_openai import ChatOpenAI
 
@@ -90,7 +93,7 @@ def _sdk_agent(live_server, model_id, kind):
 def test_agents_sdk_tools_and_output_type(live_server, model_id, kind):
     from agents import Runner
 
-    result = asyncio.run(Runner.run(_sdk_agent(live_server, model_id, kind), PROMPT, max_turns=4))
+    result = asyncio.run(Runner.run(_sdk_agent(live_server, model_id, kind), ASK, max_turns=4))
     assert isinstance(result.final_output, Weather)
 
 
@@ -99,7 +102,7 @@ def test_agents_sdk_streaming(live_server, model_id, kind):
     from agents import Runner
 
     async def run():
-        result = Runner.run_streamed(_sdk_agent(live_server, model_id, kind), PROMPT, max_turns=4)
+        result = Runner.run_streamed(_sdk_agent(live_server, model_id, kind), ASK, max_turns=4)
         kinds = [event.type async for event in result.stream_events()]
         return result, kinds
 
@@ -113,13 +116,14 @@ def test_agents_sdk_streaming(live_server, model_id, kind):
 @pytest.mark.parametrize("output", ["tool", "native"])
 def test_pydantic_ai_output_with_tools(live_server, model_id, output):
     from pydantic_ai import Agent, NativeOutput
+    from pydantic_ai.usage import UsageLimits
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
     model = OpenAIChatModel(model_id, provider=OpenAIProvider(base_url=live_server.base_url, api_key="unused"))
     agent = Agent(model, output_type=Weather if output == "tool" else NativeOutput(Weather), tools=[get_weather],
                   model_settings={"temperature": 0, "max_tokens": 60}, retries=2)
-    assert isinstance(agent.run_sync(PROMPT).output, Weather)
+    assert isinstance(agent.run_sync(ASK, usage_limits=UsageLimits(request_limit=4)).output, Weather)
 
 
 # ---- openai: responses.parse -----------------------------------------------------------------------
@@ -130,3 +134,20 @@ def test_responses_parse(client, model_id):
                                       text_format=City, temperature=0, max_output_tokens=40)
     assert response.status == "completed" and isinstance(response.output_parsed, City)
     assert response.usage.output_tokens > 0
+
+
+def test_responses_stream_disconnect_frees_the_slot(live_server, model_id):
+    import time
+
+    import httpx
+
+    health = live_server.base_url.removesuffix("/v1") + "/health"
+    body = {"model": model_id, "input": "Write a long story.", "max_output_tokens": 400, "stream": True}
+    with httpx.stream("POST", live_server.base_url + "/responses", json=body, timeout=60) as response:
+        for line in response.iter_lines():
+            if line.startswith("data:") and "output_text.delta" in line:
+                break  # text is flowing: hang up
+    deadline = time.monotonic() + 30
+    while httpx.get(health).json()["in_flight"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert httpx.get(health).json()["in_flight"] == 0

@@ -104,10 +104,10 @@ def test_abort_and_thread_safe_add():
     for t in threads:
         t.join()
     assert len(set(ids)) == 8
-    eng.step()
-    eng.abort(ids[0])
+    running = [o.request_id for o in eng.step() if not o.finished]  # unseeded: one may end at once
+    eng.abort(running[0])
     outs = {o.request_id: o for o in eng.step()}
-    assert outs[ids[0]].finished and outs[ids[0]].finish_reason == "abort"
+    assert outs[running[0]].finished and outs[running[0]].finish_reason == "abort"
     while eng.has_unfinished():
         eng.step()
 
@@ -177,3 +177,15 @@ def test_logprobs_match_an_independent_computation(proposer, params):
     assert checked > 20
     if proposer is not None:  # drafts were accepted: their tokens' log-probs are checked too
         assert sum(final[i].stats.accepted for i in ids) > 0
+
+
+def test_a_second_owner_stepping_at_once_is_refused():
+    eng = engine(RandomOneHotProposer())
+    eng.add_request([1, 2], SamplingParams(max_tokens=5, seed=0))
+    eng._stepping.acquire()  # as if another thread were inside step()
+    try:
+        with pytest.raises(RuntimeError, match="one owner"):
+            eng.step()
+    finally:
+        eng._stepping.release()
+    assert eng.step()  # the owner's own step runs

@@ -1,8 +1,10 @@
 """JSON-schema engines side by side on a corpus of real-world schemas (SmolLM2 vocabulary).
 
-    python benchmarks/bench_grammar.py              # whole corpus, every engine (~10 min on 2 busy cores)
-    python benchmarks/bench_grammar.py --limit 20   # the first 20 schemas
-    python benchmarks/bench_grammar.py --smoke      # one schema, ours only, 8 tokens (used by the tests)
+    python benchmarks/bench_grammar.py                  # whole corpus, every engine
+    python benchmarks/bench_grammar.py --stride 3       # every 3rd schema of the corpus
+    python benchmarks/bench_grammar.py --engines xgrammar,llguidance --save peers.json   # some engines, rows saved
+    python benchmarks/bench_grammar.py --table ours.json peers.json                     # one table from saved rows
+    python benchmarks/bench_grammar.py --smoke          # one schema, ours only, 8 tokens (used by the tests)
 
 Corpus: benchmarks/schema_corpus/ (see its MANIFEST.tsv: 150 SchemaStore schemas with their test
 fixtures as valid instances and negative fixtures + mutations as invalid ones, and 15 of our own
@@ -17,7 +19,8 @@ token's bit is set and EOS's bit is set at the end. Reported per engine: schemas
 refusal or an error counts as not compiled; compile is cut off after --compile-timeout s where
 the engine returns to Python), valid instances accepted (% of all valid instances, refused schemas
 included), invalid instances accepted (count: must be 0), compile time median / p90 / max over
-compiled schemas, and mask fill time p50 / p99 along the valid instances. Timings on a shared
+compiled schemas (wall, and the median in process CPU time, which a busy machine distorts less;
+xgrammar may use several threads), and mask fill time p50 / p99 along the valid instances. Timings on a shared
 machine are noisy: compare engines within one run (the ratio lines), not across runs.
 """
 
@@ -39,8 +42,8 @@ CORPUS = Path(__file__).parent / "schema_corpus"
 SMOKE_SCHEMA = "own-fc-get-weather.json"
 
 
-def load_corpus(limit: int | None = None) -> list[tuple[str, dict]]:
-    files = sorted(CORPUS.glob("*.json"))[:limit]
+def load_corpus(limit: int | None = None, stride: int = 1) -> list[tuple[str, dict]]:
+    files = sorted(CORPUS.glob("*.json"))[::stride][:limit]
     return [(f.name, json.loads(f.read_text())) for f in files]
 
 
@@ -182,8 +185,9 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-def measure(engine, corpus: list[tuple[str, dict]], encode: Callable[[str], list[int] | None], compile_timeout: float, max_tokens: int | None) -> dict:
-    compiled_n, compile_s, masks, masks_by_path = 0, [], [], {}
+def measure(engine, corpus: list[tuple[str, dict]], encode: Callable[[str], list[int] | None], compile_timeout: float, max_tokens: int | None,
+            progress: bool = False) -> dict:
+    compiled_n, compile_s, compile_cpu, masks, masks_by_path = 0, [], [], [], {}
     valid_ok = valid_n = invalid_ok = invalid_n = 0
     failures: list[str] = []
     for name, entry in corpus:
@@ -191,14 +195,17 @@ def measure(engine, corpus: list[tuple[str, dict]], encode: Callable[[str], list
         instances = [(v, ids) for v, ids in instances if ids is not None]
         valid_n += sum(v for v, _ in instances)
         invalid_n += sum(not v for v, _ in instances)
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         try:
             compiled = _with_timeout(compile_timeout, lambda: engine.compile(entry["schema"]))
         except Exception as exc:  # a refusal, an engine error or a timeout: not compiled
             failures.append(f"{name}: {type(exc).__name__}: {str(exc).splitlines()[0][:100] if str(exc) else ''}")
             continue
         compile_s.append(time.perf_counter() - start)
+        compile_cpu.append(time.process_time() - start_cpu)
         compiled_n += 1
+        if progress:
+            print(f"    {engine.name}: {name} compiled in {compile_s[-1] * 1e3:.0f} ms", flush=True)
         path = engine.path(compiled)
         for valid, ids in instances:
             accepted, times = engine.walk(compiled, ids[:max_tokens] if max_tokens else ids)
@@ -215,6 +222,7 @@ def measure(engine, corpus: list[tuple[str, dict]], encode: Callable[[str], list
         "valid_accepted": valid_ok, "valid_total": valid_n, "invalid_accepted": invalid_ok, "invalid_total": invalid_n,
         "compile_median_ms": statistics.median(compile_s) * 1e3 if compile_s else float("nan"),
         "compile_p90_ms": _percentile(compile_s, 0.9) * 1e3, "compile_max_ms": max(compile_s, default=float("nan")) * 1e3,
+        "compile_cpu_median_ms": statistics.median(compile_cpu) * 1e3 if compile_cpu else float("nan"),
         "p50_ms": _percentile(masks, 0.5) * 1e3, "p99_ms": _percentile(masks, 0.99) * 1e3,
         "by_path": {p: (len(t), _percentile(t, 0.5) * 1e6, _percentile(t, 0.99) * 1e6) for p, t in masks_by_path.items()},
         "failures": failures,
@@ -222,13 +230,14 @@ def measure(engine, corpus: list[tuple[str, dict]], encode: Callable[[str], list
 
 
 def print_table(rows: list[dict]) -> None:
-    print("| engine | schemas compiled | valid accepted | invalid accepted | compile median / p90 / max | mask p50 / p99 |")
-    print("|---|---|---|---|---|---|")
+    print("| engine | schemas compiled | valid accepted | invalid accepted | compile median / p90 / max (wall) | compile median (CPU) | mask p50 / p99 |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['backend']} | {r['compiled']} / {r['schemas']} ({100 * r['compiled'] / r['schemas']:.0f}%) "
               f"| {100 * r['valid_accepted'] / max(1, r['valid_total']):.1f}% ({r['valid_accepted']}/{r['valid_total']}) "
               f"| {r['invalid_accepted']} / {r['invalid_total']} "
               f"| {r['compile_median_ms']:.1f} / {r['compile_p90_ms']:.0f} / {r['compile_max_ms']:.0f} ms "
+              f"| {r.get('compile_cpu_median_ms', float('nan')):.1f} ms "
               f"| {r['p50_ms'] * 1e3:.1f} / {r['p99_ms'] * 1e3:.0f} us |")  # fmt: skip
     for r in rows:
         for path, (n, p50, p99) in sorted(r["by_path"].items()):
@@ -239,7 +248,8 @@ def print_table(rows: list[dict]) -> None:
         for peer in ("xgrammar", "llguidance"):
             if peer in peers:
                 p = peers[peer]
-                print(f"  ratio {ours['backend']} / {peer} (>1: ours slower): compile median x{ours['compile_median_ms'] / p['compile_median_ms']:.2f}, "
+                print(f"  ratio {ours['backend']} / {peer} (>1: ours slower): compile median x{ours['compile_median_ms'] / p['compile_median_ms']:.2f} "
+                      f"(CPU x{ours.get('compile_cpu_median_ms', float('nan')) / p.get('compile_cpu_median_ms', float('nan')):.2f}), "
                       f"mask p50 x{ours['p50_ms'] / p['p50_ms']:.2f}, p99 x{ours['p99_ms'] / p['p99_ms']:.2f}")  # fmt: skip
 
 
@@ -248,10 +258,18 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--smoke", action="store_true", help="one schema, ours only, first 8 tokens of each instance")
     parser.add_argument("--limit", type=int, default=None, help="only the first N schemas of the corpus")
     parser.add_argument("--compile-timeout", type=float, default=30.0, help="seconds before a compile counts as failed")
-    parser.add_argument("--failures", action="store_true", help="list every schema an engine did not compile or got wrong")
+    parser.add_argument("--stride", type=int, default=1, help="every K-th schema of the corpus")
+    parser.add_argument("--engines", default="ours-default,ours-llguidance,xgrammar,llguidance", help="comma-separated subset")
+    parser.add_argument("--save", type=Path, default=None, help="write the rows as JSON")
+    parser.add_argument("--table", type=Path, nargs="+", default=None, help="print one table from rows saved by --save")
+    parser.add_argument("--failures", action="store_true", help="progress per schema; list every schema an engine did not compile or got wrong")
     args = parser.parse_args(argv)
-    if args.limit is not None and args.limit < 1:
-        parser.error("--limit must be at least 1")
+    if (args.limit is not None and args.limit < 1) or args.stride < 1:
+        parser.error("--limit and --stride must be at least 1")
+    if args.table:
+        rows = [row for path in args.table for row in json.loads(path.read_text())]
+        print_table(rows)
+        return rows
 
     from transformers import AutoTokenizer
 
@@ -271,17 +289,21 @@ def main(argv: list[str] | None = None) -> list[dict]:
         corpus = [(SMOKE_SCHEMA, json.loads((CORPUS / SMOKE_SCHEMA).read_text()))]
         engines = [Ours("default", vocab)]
     else:
-        corpus = load_corpus(args.limit)
-        engines = [Ours("default", vocab), Ours("llguidance", vocab)]
-        for peer in (XGrammar, LLGuidance):
+        corpus = load_corpus(args.limit, args.stride)
+        makers = {"ours-default": lambda: Ours("default", vocab), "ours-llguidance": lambda: Ours("llguidance", vocab),
+                  "xgrammar": lambda: XGrammar(tokenizer, vocab), "llguidance": lambda: LLGuidance(tokenizer, vocab)}  # fmt: skip
+        engines = []
+        for name in args.engines.split(","):
+            if name not in makers:
+                parser.error(f"unknown engine {name!r}; choose from {', '.join(makers)}")
             try:
-                engines.append(peer(tokenizer, vocab))
+                engines.append(makers[name]())
             except ImportError as exc:
-                print(f"{peer.name}: skipped ({exc})")
+                print(f"{name}: skipped ({exc})")
     print(f"{len(corpus)} schemas, {sum(len(e['instances']) for _, e in corpus)} instances; SmolLM2 tokenizer")
     rows = []
     for engine in engines:
-        row = measure(engine, corpus, encode, args.compile_timeout, 8 if args.smoke else None)
+        row = measure(engine, corpus, encode, args.compile_timeout, 8 if args.smoke else None, progress=args.failures)
         print(f"  {row['backend']}: compiled {row['compiled']}/{row['schemas']}, mask p50 {row['p50_ms'] * 1e3:.1f} us, p99 {row['p99_ms'] * 1e3:.0f} us", flush=True)
         if args.failures:
             for line in row["failures"]:
@@ -290,6 +312,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     versions = ", ".join(f"{e.name} {e.version}" for e in engines if hasattr(e, "version"))
     print(f"\nversions: {versions or 'no peers'}")
     print_table(rows)
+    if args.save:
+        args.save.write_text(json.dumps(rows))
     return rows
 
 

@@ -165,14 +165,14 @@ class Generator:
         device: Any = None,
         dtype: Any = None,
     ) -> None:
-        from .engine_setup import build_engine, check_runner, make_vocabulary
+        from .engine_setup import build_engine, check_runner_name, make_vocabulary
         from .grammar.compiler import check_backend
         from .scheduler import Scheduler
         from .speculative import check_draft_limit
 
         # Each rule lives in the layer that owns it; asked here only to fail before loading the model.
         check_backend(backend)
-        check_runner(runner)
+        check_runner_name(runner)
         check_draft_limit(max_draft_tokens)
         self.verbose = verbose
         self.backend = backend

@@ -78,6 +78,7 @@ def schema_instruction(schema: Mapping[str, Any]) -> str:
     it copies into values). Other schemas are shown compactly, without titles. The hint is
     bounded (at most _HINT_MAX_KEYS keys, _HINT_MAX_CHARS characters): a 10,000-property schema
     must not become a 10,000-key prompt."""
+    schema, self_ref = _root_object(schema)
     properties = schema.get("properties")
     if schema.get("type") == "object" and isinstance(properties, Mapping) and properties:
         keys = [str(k) for k in properties]
@@ -93,7 +94,13 @@ def schema_instruction(schema: Mapping[str, Any]) -> str:
             listed = ", ".join(shown) + f" and {rest} more"
         else:
             listed = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
-        return f"Reply with a JSON object with the key{'s' if len(keys) > 1 else ''} {listed}."
+        hint = f"Reply with a JSON object with the key{'s' if len(keys) > 1 else ''} {listed}"
+        # Recursive properties: without this the model tends to nest them until max_tokens
+        # (measured on SmolLM2-135M, tests/grammar/test_pydantic_sampling.py's Category).
+        recursive = [k for k in shown if _refers_to(properties[k], self_ref)]
+        for key in recursive[:4]:
+            hint += f"; {key} is {'null or ' if _allows_null(properties[key]) else ''}an object with the same keys"
+        return hint + "."
     try:
         text = json.dumps(_without_titles(schema), separators=(",", ":"))
     except (RecursionError, ValueError, TypeError):  # too deep, or not plain JSON
@@ -102,6 +109,39 @@ def schema_instruction(schema: Mapping[str, Any]) -> str:
         kind = schema.get("type")
         return f"Reply with JSON ({kind})." if isinstance(kind, str) else "Reply with JSON."
     return "Reply with JSON that follows this JSON schema: " + text
+
+
+def _root_object(schema: Mapping[str, Any]) -> tuple[Mapping[str, Any], set[str]]:
+    """The root object schema (following a root "$ref" into "$defs", as pydantic writes a
+    self-referencing model) and the refs that point back at it."""
+    refs = {"#"}
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = schema
+        for part in ref[2:].split("/"):
+            target = target.get(part.replace("~1", "/").replace("~0", "~")) if isinstance(target, Mapping) else None
+        if isinstance(target, Mapping):
+            return target, refs | {ref}
+    return schema, refs
+
+
+def _branches(node: Any) -> list[Any]:
+    if not isinstance(node, Mapping):
+        return []
+    options = [o for key in ("anyOf", "oneOf") if isinstance(node.get(key), list) for o in node[key]]
+    return [node] + options
+
+
+def _refers_to(node: Any, refs: set[str]) -> bool:
+    return any(isinstance(b, Mapping) and b.get("$ref") in refs for b in _branches(node))
+
+
+def _allows_null(node: Any) -> bool:
+    for branch in _branches(node):
+        kind = branch.get("type") if isinstance(branch, Mapping) else None
+        if kind == "null" or (isinstance(kind, list) and "null" in kind):
+            return True
+    return False
 
 
 def _without_titles(node: Any) -> Any:

@@ -95,9 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-schema-in-prompt", action="store_true", help="default for lines without schema_in_prompt")
     _add_generation_options(p)
     p = sub.add_parser("verify", help="statistical self-check: speculative == plain constrained sampling")
-    p.add_argument("--samples", type=int, default=20000, help="number of sampled sequences (default 20000)")
+    p.add_argument("--samples", type=int, default=None, help="number of sampled sequences (default 20000; 300 per engine with --engine vllm)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--alpha", type=float, default=0.001, help="significance level (default 0.001)")
+    p.add_argument("--engine", choices=("toy", "vllm"), default="toy", help="toy: our engine on a toy model; vllm: vLLM with our plugin vs without speculation")
     p = sub.add_parser("serve", help="OpenAI-compatible HTTP server (needs the [server] extra)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
@@ -292,10 +293,22 @@ def _run_batch(args: argparse.Namespace) -> int:
 
 
 def _run_verify(args: argparse.Namespace) -> int:
+    if args.samples is None:
+        args.samples = 300 if args.engine == "vllm" else 20000
     if args.samples < 100:
         raise BadInput(f"--samples must be at least 100, got {args.samples}")
     if not 0 < args.alpha < 1:
         raise BadInput(f"--alpha must be in (0, 1), got {args.alpha}")
+    if args.engine == "vllm":  # a subprocess in the vLLM Python: see constrained_spec/vllm/exactness.py
+        from .vllm.exactness import run_vllm_check
+        from .vllm.runtime import VllmUnavailable
+
+        try:
+            report, _ = run_vllm_check(samples=args.samples, seed=args.seed, alpha=args.alpha, log=lambda m: print(m, file=sys.stderr, flush=True))
+        except VllmUnavailable as exc:
+            raise BadInput(str(exc)) from exc
+        print(report.summary())
+        return EXIT_OK if report.passed else EXIT_ERROR
     from .selfcheck import run_selfcheck
 
     report = run_selfcheck(samples=args.samples, seed=args.seed, alpha=args.alpha, log=lambda m: print(m, file=sys.stderr, flush=True))

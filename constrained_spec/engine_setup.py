@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DRAFT_NAMES", "RUNNER_NAMES", "check_runner", "make_vocabulary", "make_proposer", "make_runner", "build_engine", "check_speculation_dtype"]
+__all__ = ["DRAFT_NAMES", "RUNNER_NAMES", "check_runner_name", "make_vocabulary", "make_proposer", "make_runner", "build_engine", "check_speculation_dtype"]
 
 DRAFT_NAMES = ("auto", "forced", "ngram", "suffix", "none")
 RUNNER_NAMES = ("auto", "static", "hf")
@@ -65,7 +65,7 @@ def make_proposer(draft: Any, loaded: Any, vocabulary: Any) -> Any:
     )
 
 
-def check_runner(runner: object) -> None:
+def check_runner_name(runner: object) -> None:
     """ValueError unless `runner` names a model runner."""
     if runner not in RUNNER_NAMES:
         raise ValueError(f"runner must be one of {', '.join(RUNNER_NAMES)}, got {runner!r}")
@@ -73,7 +73,7 @@ def check_runner(runner: object) -> None:
 
 def make_runner(model: Any, runner: str = "auto") -> Any:
     """The runner for an HF causal LM: see the module docstring for the names."""
-    check_runner(runner)
+    check_runner_name(runner)
     if runner != "hf":
         from .static_llama import unsupported_reason
 

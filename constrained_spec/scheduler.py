@@ -103,18 +103,26 @@ class Scheduler:
                 log.exception("delivering to %s failed", request_id)
 
     def _fail_all(self, exc: Exception) -> None:
+        """Abort every request in flight, drain the aborts, then hand each its exception. Under
+        the lock, so no request submitted meanwhile is stepped (or lost) by the drain."""
+        broken = False
         with self._lock:
-            ids = list(self._routes)
-            for request_id in ids:
+            routes, self._routes = self._routes, {}
+            for request_id in routes:
                 self.engine.abort(request_id)
-        for request_id in ids:
-            self._deliver(request_id, exc, final=True)
-        try:  # drain the aborts so has_unfinished() does not spin on a broken state
-            for _ in range(1000):
-                if not self.engine.has_unfinished():
-                    return
-                self.engine.step()
-        except Exception:  # noqa: BLE001
-            log.exception("the engine could not drain after a failure")
-        with self._lock:  # still unfinished: stop rather than spin; new requests get an error
-            self._closed = True
+            try:
+                for _ in range(1000):
+                    if not self.engine.has_unfinished():
+                        break
+                    self.engine.step()  # only aborts are left: no proposer or model runs
+                broken = self.engine.has_unfinished()
+            except Exception:  # noqa: BLE001
+                log.exception("the engine could not drain after a failure")
+                broken = True
+            if broken:  # stop rather than spin; new requests get an error
+                self._closed = True
+        for request_id, route in routes.items():
+            try:
+                route(request_id, exc)
+            except Exception:  # noqa: BLE001
+                log.exception("delivering to %s failed", request_id)

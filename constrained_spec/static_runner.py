@@ -8,7 +8,8 @@ way gpt-fast and vLLM build theirs:
 - A batch is one forward over a contiguous range of slots with per-row positions; slots in the
   range that are not in the batch ride along as dummy rows that write only beyond their own
   length (garbage by definition) and whose outputs are dropped. Nothing is re-padded.
-- A request whose feed is longer than the largest draft bucket (a prompt) runs alone over its slot.
+- Feeds longer than the largest draft bucket (prompts) run first, together, in one eager forward
+  at their own width; the draft-sized feeds then run in one forward (compiled where enabled).
 - Prefix cache: the keys/values of the last `prefix_cache_size` prompts are kept; a request whose
   prompt shares >= `min_prefix` leading tokens copies them into its slot once.
 - `compile=True` (default on CUDA) runs the batch forward through `torch.compile` at fixed
@@ -139,10 +140,14 @@ class StaticRunner:
             feeds.append((slot, list(slot.pending) + [int(t) for t in new_ids], len(new_ids)))
         hidden: list[torch.Tensor | None] = [None] * len(feeds)  # per request [len(new), E]
         short = [i for i, (_, feed, _) in enumerate(feeds) if len(feed) <= self.buckets[-1]]
-        for i, (slot, feed, new) in enumerate(feeds):
-            if len(feed) > self.buckets[-1]:  # a prompt: alone over its slot, eager, exact width
-                out = self._run([(slot, feed)], slot.index, slot.index + 1, len(feed), compiled=False)
-                hidden[i] = out[0, len(feed) - new : len(feed)]
+        long = [i for i, (_, feed, _) in enumerate(feeds) if len(feed) > self.buckets[-1]]
+        if long:  # prompts: one eager forward at their own width, before the draft-sized batch
+            low = min(feeds[i][0].index for i in long)
+            high = max(feeds[i][0].index for i in long) + 1
+            out = self._run([(feeds[i][0], feeds[i][1]) for i in long], low, high, max(len(feeds[i][1]) for i in long), compiled=False)
+            for i in long:
+                slot, feed, new = feeds[i]
+                hidden[i] = out[slot.index - low, len(feed) - new : len(feed)]
                 self._advance(slot, len(feed))  # before the batch below, where this slot may ride along
         if short:
             slots = [feeds[i][0] for i in short]

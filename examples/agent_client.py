@@ -35,7 +35,7 @@ def get_weather(city: str) -> dict:
 
 class Forecast(BaseModel):
     city: str = Field(max_length=30)
-    summary: str = Field(max_length=80)
+    summary: str = Field(max_length=40)
 
 
 def main(base_url: str = "http://127.0.0.1:8000/v1") -> dict:
@@ -58,7 +58,7 @@ def main(base_url: str = "http://127.0.0.1:8000/v1") -> dict:
         messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)})
 
     # 2. The final answer, as a validated pydantic object.
-    final = client.chat.completions.parse(model=model, messages=messages, response_format=Forecast, temperature=0, max_tokens=80)
+    final = client.chat.completions.parse(model=model, messages=messages, response_format=Forecast, temperature=0, max_tokens=50)
     answer = final.choices[0].message.parsed
     print("answer:", answer)
     print("speculation:", final.model_extra.get("constrained_spec"))

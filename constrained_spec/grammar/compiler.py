@@ -128,7 +128,7 @@ def compile_json_schema(schema: Any, vocab: Vocabulary, whitespace: str | None =
 
 
 def compile_json_object(vocab: Vocabulary, whitespace: str | None = None, backend: str = "default") -> CompiledGrammar:
-    """Any JSON object (JSON-object mode)."""
+    """Any JSON object (JSON-object mode), without a key twice in one object (unique_keys.py)."""
     _check(vocab, backend)
     whitespace = whitespace or "compact"
     key = ("json_object", whitespace, vocab.fingerprint, backend)
@@ -136,7 +136,9 @@ def compile_json_object(vocab: Vocabulary, whitespace: str | None = None, backen
         from .llguidance_backend import compile_llguidance
 
         return _cached(key, lambda: compile_llguidance("json_schema", {"type": "object"}, vocab, whitespace=whitespace))
-    return _cached(key, lambda: _from_ir(json_value_grammar(whitespace, object_only=True), vocab))
+    from .unique_keys import UniqueKeysGrammar
+
+    return _cached(key, lambda: UniqueKeysGrammar(_from_ir(json_value_grammar(whitespace, object_only=True), vocab), vocab))
 
 
 def compile_choices(choices: Sequence[str], vocab: Vocabulary, backend: str = "default") -> CompiledGrammar:

@@ -307,4 +307,8 @@ async def stream_events(updates: AsyncIterator[Any], req: ResponsesRequest, mode
 
         logging.getLogger("constrained_spec.server").exception("responses stream failed")
         yield event("error", code="server_error", message="internal server error", param=None)
+    finally:  # a client that hung up: abort its request now, not when the generator is collected
+        aclose = getattr(updates, "aclose", None)
+        if aclose is not None:
+            await aclose()
 

@@ -94,6 +94,8 @@ def test_cli_block(line, shared, capsys, monkeypatch):
         stdin = " ".join(stages.pop(0)[1:]) + "\n"
         monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode()), encoding="utf-8"))
     argv = stages[0][3:]  # after "python3 -m constrained_spec"
+    if ">" in argv:  # `> results.jsonl`: the test reads stdout instead
+        argv = argv[: argv.index(">")]
     code = main(argv)
     captured = capsys.readouterr()
     out = captured.out
@@ -102,6 +104,9 @@ def test_cli_block(line, shared, capsys, monkeypatch):
         value = json.loads(out)
         if len(stages) > 1 and stages[1][:2] == ["jq", ".name"]:
             assert isinstance(value["name"], str)
+    if argv[0] == "batch":
+        records = [json.loads(line) for line in out.splitlines()]
+        assert len(records) == 4 and all("error" not in r and not r["incomplete"] for r in records), records
     if argv[0] == "grammar":
         from lark import Lark
 

@@ -35,21 +35,30 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+class _Object(dict):
+    """A parsed JSON object that remembers which of its keys were repeated."""
+
+    duplicated: frozenset[str] = frozenset()
+
+
 @dataclass
 class Parsed:
     last: Any  # duplicated keys: the last occurrence wins (Python's json)
     first: Any  # ... the first one wins
-    duplicated: set[str]
+    duplicated: bool
 
 
 def parse_strict(data: bytes) -> Parsed | None:
     """The JSON value of `data`, or None (not UTF-8, not JSON, NaN/Infinity)."""
-    duplicated: set[str] = set()
+    seen = [False]
 
     def last(items: list[tuple[str, Any]]) -> dict:
-        keys = [k for k, _ in items]
-        duplicated.update(k for k in keys if keys.count(k) > 1)
-        return dict(items)
+        out = _Object(items)
+        if len(out) != len(items):
+            keys = [k for k, _ in items]
+            out.duplicated = frozenset(k for k in keys if keys.count(k) > 1)
+            seen[0] = True
+        return out
 
     def first(items: list[tuple[str, Any]]) -> dict:
         out: dict = {}
@@ -60,7 +69,7 @@ def parse_strict(data: bytes) -> Parsed | None:
     try:
         text = data.decode("utf-8")
         return Parsed(json.loads(text, object_pairs_hook=last, parse_constant=_no_constant),
-                      json.loads(text, object_pairs_hook=first, parse_constant=_no_constant), duplicated)
+                      json.loads(text, object_pairs_hook=first, parse_constant=_no_constant), seen[0])
     except (UnicodeDecodeError, ValueError, RecursionError):
         return None
 
@@ -75,24 +84,6 @@ def _formats(schema: Any) -> set[str]:
     if isinstance(schema, list):
         return set().union(*(_formats(v) for v in schema))
     return set()
-
-
-def declared_names(schema: Any) -> set[str]:
-    """Every property name a schema declares (`properties` keys, `required` entries), anywhere."""
-    out: set[str] = set()
-    if isinstance(schema, dict):
-        for key, sub in schema.items():
-            if key == "properties" and isinstance(sub, dict):
-                out.update(sub)
-                out.update(*(declared_names(v) for v in sub.values()))
-            elif key == "required" and isinstance(sub, list):
-                out.update(k for k in sub if isinstance(k, str))
-            elif key not in ("const", "enum", "default", "examples"):
-                out |= declared_names(sub)
-    elif isinstance(schema, list):
-        for sub in schema:
-            out |= declared_names(sub)
-    return out
 
 
 def normalize_numbers(value: Any) -> Any:
@@ -115,10 +106,10 @@ class Verdict:
 class Oracle:
     """jsonschema's verdict on output texts for one schema (default dialect: 2020-12).
 
-    Duplicated keys: a key the schema declares must not repeat (a grammar can exclude a finite
-    set of names); an undeclared key in an open object may (no context-free grammar can keep an
-    unbounded set of free keys apart), and then the text is valid only if it is valid whichever
-    occurrence a reader keeps.
+    Duplicated keys: a key the object's own schema declares (`properties`, `required`) must not
+    repeat (a grammar can exclude a finite set of names); an undeclared key of an open object may
+    (no context-free grammar can keep an unbounded set of free keys apart), and then the text is
+    valid only if it is valid whichever occurrence a reader keeps.
 
     Formats: jsonschema checks date, time, date-time, ipv4, ipv6 and uuid exactly, but `email`
     only for an "@" and `uri`/`hostname` not at all, while engines write a strict RFC subset. A
@@ -129,7 +120,6 @@ class Oracle:
         cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         self.schema = schema
         self.validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
-        self.declared = declared_names(schema)
         self.loose_formats = bool(_formats(schema) - _EXACT_FORMATS)
         self._cache: dict[bytes, Verdict] = {}
 
@@ -144,7 +134,7 @@ class Oracle:
         verdict = self._cache.get(data)
         if verdict is None:
             parsed = parse_strict(data)
-            if parsed is None or parsed.duplicated & self.declared:
+            if parsed is None or (parsed.duplicated and self._repeats_declared(parsed.last, [self.schema])):
                 verdict = Verdict(False, False)
             elif parsed.duplicated:
                 verdict = Verdict(self.is_valid(parsed.last) and self.is_valid(parsed.first), False)
@@ -157,6 +147,19 @@ class Oracle:
                 verdict = Verdict(valid, canonical)
             self._cache[data] = verdict
         return verdict
+
+    def _repeats_declared(self, value: Any, schemas: list[Any]) -> bool:
+        """Does some object repeat a key that its applicable schemas declare?"""
+        if isinstance(value, dict):
+            applicable = self._applicable(value, schemas)
+            declared = {k for s in applicable for k in (*s.get("properties", {}), *s.get("required", [])) if isinstance(k, str)}
+            if getattr(value, "duplicated", frozenset()) & declared:
+                return True
+            return any(self._repeats_declared(v, self._member_schemas(k, applicable)) for k, v in value.items())
+        if isinstance(value, list):
+            applicable = self._applicable(value, schemas)
+            return any(self._repeats_declared(v, self._item_schemas(i, applicable)) for i, v in enumerate(value))
+        return False
 
     # ---- canonical serialization -------------------------------------------------------------
 

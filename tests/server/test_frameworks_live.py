@@ -134,3 +134,20 @@ def test_responses_parse(client, model_id):
                                       text_format=City, temperature=0, max_output_tokens=40)
     assert response.status == "completed" and isinstance(response.output_parsed, City)
     assert response.usage.output_tokens > 0
+
+
+def test_responses_stream_disconnect_frees_the_slot(live_server, model_id):
+    import time
+
+    import httpx
+
+    health = live_server.base_url.removesuffix("/v1") + "/health"
+    body = {"model": model_id, "input": "Write a long story.", "max_output_tokens": 400, "stream": True}
+    with httpx.stream("POST", live_server.base_url + "/responses", json=body, timeout=60) as response:
+        for line in response.iter_lines():
+            if line.startswith("data:") and "output_text.delta" in line:
+                break  # text is flowing: hang up
+    deadline = time.monotonic() + 30
+    while httpx.get(health).json()["in_flight"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert httpx.get(health).json()["in_flight"] == 0

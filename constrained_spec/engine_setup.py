@@ -79,9 +79,12 @@ def make_runner(model: Any, runner: str = "auto") -> Any:
 
         reason = unsupported_reason(model)
         if reason is None:
+            from .runner_check import check_model_runner
             from .static_runner import StaticRunner
 
-            return StaticRunner(model)
+            static = StaticRunner(model)
+            check_model_runner(static, model, "StaticRunner")  # once per model, device and dtype
+            return static
         if runner == "static":
             raise ValueError(f"runner 'static' cannot run this model: {reason}; use runner 'hf'")
     from .runners import HFRunner

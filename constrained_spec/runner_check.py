@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["RunnerSelfCheckError", "check_runner", "check_once", "cache_keyword", "tolerance_for", "versions"]
+__all__ = ["RunnerSelfCheckError", "check_runner", "check_model_runner", "check_once", "cache_keyword", "tolerance_for", "versions"]
 
 # Max |logit difference| allowed, relative to the largest |logit| of the reference (plus one).
 # Float rounding of a cached vs an uncached forward is ~1e-6 relative in float32 (measured
@@ -124,3 +124,25 @@ def check_once(model: Any, key: Any, run_check: Callable[[], float]) -> float:
     if key not in seen:
         seen[key] = run_check()
     return seen[key]
+
+
+def check_model_runner(runner: Any, model: Any, name: str, key: Any = None) -> float:
+    """The self-check of a runner over an HF causal LM, once per (model, device, dtype, `key`):
+    the reference is the model's own forward over the whole sequence without a cache. The runner's
+    prefix cache is off during the check (its prompts must not serve later requests)."""
+    parameter = next(model.parameters())
+
+    def full_forward(ids: torch.Tensor) -> torch.Tensor:
+        return model(input_ids=ids.to(parameter.device), use_cache=False).logits[0]  # [T, V]
+
+    def run() -> float:
+        saved = getattr(runner, "prefix_cache_size", None)
+        if saved is not None:
+            runner.prefix_cache_size = 0
+        try:
+            return check_runner(runner, full_forward, parameter.dtype, name=name)
+        finally:
+            if saved is not None:
+                runner.prefix_cache_size = saved
+
+    return check_once(model, (name, parameter.device, parameter.dtype, key), run)

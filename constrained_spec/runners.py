@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import torch
 
 from .devices import upload
-from .runner_check import cache_keyword, check_once, check_runner
+from .runner_check import cache_keyword, check_model_runner
 
 __all__ = ["Runner", "CallableRunner", "HFRunner"]
 
@@ -145,18 +145,8 @@ class HFRunner:
         self.prefix_cache_size, self.min_prefix = prefix_cache_size, min_prefix
         self._prefixes: OrderedDict[tuple[int, ...], list[tuple[torch.Tensor, torch.Tensor]]] = OrderedDict()  # prompt -> per-layer (K, V) [1, H, L, D], LRU
         self.prefix_hits = 0  # prompt tokens served from the prefix cache
-        if self_check:  # once per model, device and dtype in this process (runner_check.py)
-            check_once(model, (self.device, parameter.dtype, batched), lambda: self._self_check(parameter.dtype))
-
-    def _self_check(self, dtype: torch.dtype) -> float:
-        def full_forward(ids: torch.Tensor) -> torch.Tensor:
-            return self.model(input_ids=ids.to(self.device), use_cache=False).logits[0]  # [T, V]
-
-        saved, self.prefix_cache_size = self.prefix_cache_size, 0  # the check's prompts stay out of the prefix cache
-        try:
-            return check_runner(self, full_forward, dtype, name="HFRunner")
-        finally:
-            self.prefix_cache_size = saved
+        if self_check:  # once per model, device, dtype and batching in this process (runner_check.py)
+            check_model_runner(self, model, "HFRunner", key=batched)
 
     @property
     def vocab_size(self) -> int:

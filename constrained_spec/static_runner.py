@@ -8,7 +8,8 @@ way gpt-fast and vLLM build theirs:
 - A batch is one forward over a contiguous range of slots with per-row positions; slots in the
   range that are not in the batch ride along as dummy rows that write only beyond their own
   length (garbage by definition) and whose outputs are dropped. Nothing is re-padded.
-- A request whose feed is longer than the largest draft bucket (a prompt) runs alone over its slot.
+- Feeds longer than the largest draft bucket (prompts) run first, together, in one eager forward
+  at their own width; the draft-sized feeds then run in one forward (compiled where enabled).
 - Prefix cache: the keys/values of the last `prefix_cache_size` prompts are kept; a request whose
   prompt shares >= `min_prefix` leading tokens copies them into its slot once.
 - `compile=True` (default on CUDA) runs the batch forward through `torch.compile` at fixed
@@ -33,6 +34,7 @@ from typing import Any
 
 import torch
 
+from .runner_check import check_once, check_runner
 from .static_llama import StaticLlama, unsupported_reason
 
 __all__ = ["StaticRunner", "unsupported_reason", "DRAFT_BUCKETS", "default_compile"]
@@ -60,7 +62,7 @@ class StaticRunner:
     def __init__(
         self, model: Any, *, compile: bool | None = None, buckets: Sequence[int] = DRAFT_BUCKETS,
         slots: int | None = None, capacity: int | None = None, prefix_cache_size: int = 8, min_prefix: int = 8,
-        compile_backend: str = "inductor",
+        compile_backend: str = "inductor", self_check: bool = True,
     ) -> None:
         if prefix_cache_size < 0 or min_prefix < 1:
             raise ValueError(f"need prefix_cache_size >= 0 and min_prefix >= 1, got {prefix_cache_size}, {min_prefix}")
@@ -93,6 +95,22 @@ class StaticRunner:
             # past which it would silently run eager.
             dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, 16 * len(self.buckets))
             self._warm_up()
+        if self_check:  # our forward vs transformers' on this model, once per model/device/dtype/mode
+            dtype = self.net.embed.dtype
+            check_once(model, ("static", device, dtype, self.compiled), lambda: self._self_check(model, dtype))
+
+    def _self_check(self, model: Any, dtype: torch.dtype) -> float:
+        """runner_check.check_runner against one full transformers forward: a config field this
+        forward ignores, or a library change, fails loudly here instead of sampling wrongly."""
+
+        def full_forward(ids: torch.Tensor) -> torch.Tensor:
+            return model(input_ids=ids.to(self.device), use_cache=False).logits[0]  # [T, V]
+
+        saved, self.prefix_cache_size = self.prefix_cache_size, 0  # the check's prompts stay out of the prefix cache
+        try:
+            return check_runner(self, full_forward, dtype, name="StaticRunner")
+        finally:
+            self.prefix_cache_size = saved
 
     @property
     def vocab_size(self) -> int:
@@ -139,10 +157,14 @@ class StaticRunner:
             feeds.append((slot, list(slot.pending) + [int(t) for t in new_ids], len(new_ids)))
         hidden: list[torch.Tensor | None] = [None] * len(feeds)  # per request [len(new), E]
         short = [i for i, (_, feed, _) in enumerate(feeds) if len(feed) <= self.buckets[-1]]
-        for i, (slot, feed, new) in enumerate(feeds):
-            if len(feed) > self.buckets[-1]:  # a prompt: alone over its slot, eager, exact width
-                out = self._run([(slot, feed)], slot.index, slot.index + 1, len(feed), compiled=False)
-                hidden[i] = out[0, len(feed) - new : len(feed)]
+        long = [i for i, (_, feed, _) in enumerate(feeds) if len(feed) > self.buckets[-1]]
+        if long:  # prompts: one eager forward at their own width, before the draft-sized batch
+            low = min(feeds[i][0].index for i in long)
+            high = max(feeds[i][0].index for i in long) + 1
+            out = self._run([(feeds[i][0], feeds[i][1]) for i in long], low, high, max(len(feeds[i][1]) for i in long), compiled=False)
+            for i in long:
+                slot, feed, new = feeds[i]
+                hidden[i] = out[slot.index - low, len(feed) - new : len(feed)]
                 self._advance(slot, len(feed))  # before the batch below, where this slot may ride along
         if short:
             slots = [feeds[i][0] for i in short]

@@ -34,7 +34,7 @@ def test_a_correct_runner_passes_once_per_model_and_dtype(monkeypatch):
     model = tiny_llama()
     calls = []
     real = runner_check.check_runner
-    monkeypatch.setattr("constrained_spec.runners.check_runner", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(runner_check, "check_runner", lambda *a, **k: calls.append(1) or real(*a, **k))
     HFRunner(model)
     HFRunner(model)
     assert len(calls) == 1  # the second runner over the same model reuses the result
@@ -53,3 +53,15 @@ def test_an_ignored_cache_keyword_fails_loudly_naming_the_versions(monkeypatch):
 def test_the_check_leaves_no_state_behind():
     runner = HFRunner(tiny_llama(2))
     assert runner._states == {} and not runner._prefixes and runner.prefix_hits == 0
+
+
+def test_the_static_runner_checks_itself_too(monkeypatch):
+    from constrained_spec.engine_setup import make_runner
+
+    model = tiny_llama(3)
+    calls = []
+    real = runner_check.check_runner
+    monkeypatch.setattr(runner_check, "check_runner", lambda runner, *a, **k: calls.append(type(runner).__name__) or real(runner, *a, **k))
+    make_runner(model, "static")
+    assert calls == ["StaticRunner"]
+    assert max(runner_check._checked[model].values()) < 1e-4

@@ -150,3 +150,15 @@ def test_bad_calls_raise_clear_errors():
         runner.rollback("a", 5)
     with pytest.raises(ValueError, match="buckets"):
         StaticRunner(tiny_llama(), buckets=(4, 2))
+
+
+def test_self_check_fails_loudly_when_the_forward_differs_from_transformers(monkeypatch):
+    """The constructor checks our forward against transformers' once per model: a forward that
+    drifted (here: RoPE switched off) raises instead of sampling from the wrong distribution."""
+    from constrained_spec import static_llama
+    from constrained_spec.runner_check import RunnerSelfCheckError
+
+    StaticRunner(tiny_llama(seed=7))  # the real forward passes
+    monkeypatch.setattr(static_llama, "_rotate", lambda x, cos, sin: x)
+    with pytest.raises(RunnerSelfCheckError, match="StaticRunner self-check failed"):
+        StaticRunner(tiny_llama(seed=8))

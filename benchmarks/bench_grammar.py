@@ -47,8 +47,8 @@ def load_corpus(limit: int | None = None, stride: int = 1) -> list[tuple[str, di
     return [(f.name, json.loads(f.read_text())) for f in files]
 
 
-class _Timeout(Exception):
-    pass
+class _Timeout(BaseException):
+    """BaseException, so no engine's `except Exception` turns the cut-off into a compile error."""
 
 
 def _with_timeout(seconds: float, fn: Callable[[], Any]) -> Any:
@@ -198,8 +198,9 @@ def measure(engine, corpus: list[tuple[str, dict]], encode: Callable[[str], list
         start, start_cpu = time.perf_counter(), time.process_time()
         try:
             compiled = _with_timeout(compile_timeout, lambda: engine.compile(entry["schema"]))
-        except Exception as exc:  # a refusal, an engine error or a timeout: not compiled
-            failures.append(f"{name}: {type(exc).__name__}: {str(exc).splitlines()[0][:100] if str(exc) else ''}")
+        except (Exception, _Timeout) as exc:  # a refusal, an engine error or a timeout: not compiled
+            reason = f"timeout after {compile_timeout:g} s" if isinstance(exc, _Timeout) else str(exc).splitlines()[0][:100] if str(exc) else ""
+            failures.append(f"{name}: {type(exc).__name__}: {reason}")
             continue
         compile_s.append(time.perf_counter() - start)
         compile_cpu.append(time.process_time() - start_cpu)

@@ -173,7 +173,7 @@ class Grammar:
 
     def _lark(self, node: Node, cyclic: set[str]) -> str:
         if not self._has_cycle_ref(node, cyclic) and not self.nullable(node):
-            return "/" + self._regex(node, ()).replace("/", "\\/") + "/"
+            return _lark_regex(self._regex(node, ()))
         if isinstance(node, Ref):
             if node.name not in cyclic:
                 return self._lark(self.defs[node.name], cyclic)
@@ -209,6 +209,24 @@ class Grammar:
             if tail:
                 parts.append(tail)
         return " ".join(parts) if parts else '""'
+
+
+def _lark_regex(regex: str) -> str:
+    """A regex as a Lark /.../ literal. Lark's eval_escaping drops the backslash before any quote
+    (so `\\\\"`, a literal backslash then a quote, would lose its backslash: B3), so every
+    quote, escaped or bare, is written \\x22, which Lark turns into a plain quote. Backslash
+    pairs pass through unchanged and every bare '/' gets a backslash."""
+    out, i = [], 0
+    while i < len(regex):
+        ch = regex[i]
+        if ch == "\\" and i + 1 < len(regex):
+            nxt = regex[i + 1]
+            out.append("\\x22" if nxt == '"' else "\\/" if nxt == "/" else ch + nxt)
+            i += 2
+            continue
+        out.append("\\x22" if ch == '"' else "\\/" if ch == "/" else ch)
+        i += 1
+    return "/" + "".join(out) + "/"
 
 
 def _quantifier(lo: int, hi: int | None) -> str:

@@ -86,6 +86,38 @@ def _formats(schema: Any) -> set[str]:
     return set()
 
 
+_CLASS_ESCAPE = re.compile(r"\\[dDwWbB]")
+
+
+def _has_class_escape(schema: Any) -> bool:
+    """Does some `pattern` or `patternProperties` regex use \\d, \\w or \\b (dialect-dependent)?"""
+    if isinstance(schema, dict):
+        regexes = [schema.get("pattern")] + list(schema.get("patternProperties", {}) if isinstance(schema.get("patternProperties"), dict) else [])
+        if any(isinstance(r, str) and _CLASS_ESCAPE.search(r) for r in regexes):
+            return True
+        return any(_has_class_escape(v) for k, v in schema.items() if k not in ("const", "enum", "default", "examples"))
+    if isinstance(schema, list):
+        return any(_has_class_escape(v) for v in schema)
+    return False
+
+
+def _ascii_classes(cls: type) -> type:
+    """`cls` with `pattern` and `patternProperties` matched the ECMA-262 way for \\d, \\w, \\b (ASCII)."""
+
+    def pattern(validator: Any, regex: str, instance: Any, schema: Any) -> Any:
+        if validator.is_type(instance, "string") and not re.search(regex, instance, re.ASCII):
+            yield jsonschema.ValidationError(f"{instance!r} does not match {regex!r} (ASCII classes)")
+
+    def pattern_properties(validator: Any, patterns: dict, instance: Any, schema: Any) -> Any:
+        if validator.is_type(instance, "object"):
+            for regex, subschema in patterns.items():
+                for key, value in instance.items():
+                    if re.search(regex, key, re.ASCII):
+                        yield from validator.descend(value, subschema, path=key, schema_path=regex)
+
+    return jsonschema.validators.extend(cls, {"pattern": pattern, "patternProperties": pattern_properties})
+
+
 def normalize_numbers(value: Any) -> Any:
     """Integral floats become ints (the compiler writes `1`, not `1.0`)."""
     if isinstance(value, float) and value.is_integer():
@@ -111,6 +143,12 @@ class Oracle:
     (no context-free grammar can keep an unbounded set of free keys apart), and then the text is
     valid only if it is valid whichever occurrence a reader keeps.
 
+    Regex dialect: JSON Schema patterns are ECMA-262, where `\\d`, `\\w` and `\\b` are ASCII; jsonschema
+    runs them with Python's `re`, where they are Unicode (`\\d` matches "২"). Soundness is judged
+    by jsonschema (the wider reading, so an engine is never blamed for a text both dialects call
+    valid); a text is claimed `canonical` (every engine must accept it) only if it is also valid
+    with ASCII classes, the reading all engines share.
+
     Formats: jsonschema checks date, time, date-time, ipv4, ipv6 and uuid exactly, but `email`
     only for an "@" and `uri`/`hostname` not at all, while engines write a strict RFC subset. A
     schema using such a loosely checked format gets soundness checks only (`canonical` is never
@@ -121,6 +159,7 @@ class Oracle:
         self.schema = schema
         self.validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
         self.loose_formats = bool(_formats(schema) - _EXACT_FORMATS)
+        self.ascii_validator = _ascii_classes(cls)(schema, format_checker=cls.FORMAT_CHECKER) if _has_class_escape(schema) else None
         self._cache: dict[bytes, Verdict] = {}
 
     def is_valid(self, value: Any, schema: Any = None) -> bool:
@@ -128,6 +167,14 @@ class Oracle:
         try:
             return validator.is_valid(value)
         except _ORACLE_ERRORS:  # a schema jsonschema cannot evaluate: nothing counts as valid
+            return False
+
+    def _valid_with_ascii_classes(self, value: Any) -> bool:
+        if self.ascii_validator is None:
+            return True
+        try:
+            return self.ascii_validator.is_valid(value)
+        except _ORACLE_ERRORS:
             return False
 
     def judge(self, data: bytes) -> Verdict:
@@ -141,7 +188,8 @@ class Oracle:
             else:
                 valid = self.is_valid(parsed.last)
                 try:
-                    canonical = valid and not self.loose_formats and self.canonical_text(parsed.last).encode() == data
+                    canonical = (valid and not self.loose_formats and self.canonical_text(parsed.last).encode() == data
+                                 and self._valid_with_ascii_classes(parsed.last))
                 except ValueError:  # 1e999 reads as infinity: valid JSON, no canonical form
                     canonical = False
                 verdict = Verdict(valid, canonical)

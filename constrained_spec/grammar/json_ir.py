@@ -63,22 +63,22 @@ def seq(*items: Node) -> Node:
             flat.extend(item.items)
         elif item != EMPTY:
             flat.append(item)
-    # merge adjacent literals: fewer, longer pieces
-    merged: list[Node] = []
-    for item in flat:
-        if merged and isinstance(item, Lit) and isinstance(merged[-1], Lit):
-            merged[-1] = Lit(merged[-1].text + item.text)
-        else:
-            merged.append(item)
-    if not merged:
+    # Adjacent literals stay separate pieces: on the Lark path each becomes its own terminal,
+    # and merging "," into ',"key":' would make one terminal a prefix of another (the lexer then
+    # cannot tell where a "," ends).
+    if not flat:
         return EMPTY
-    return merged[0] if len(merged) == 1 else Seq(tuple(merged))
+    return flat[0] if len(flat) == 1 else Seq(tuple(flat))
 
 
 ANY_JSON = "__any_json__"  # the definition name of "any JSON value"
 
 
 def alt(*options: Node) -> Node:
+    if any(isinstance(o, Ref) and o.name.startswith(ANY_JSON) for o in options):
+        widest = max((o for o in options if isinstance(o, Ref) and o.name.startswith(ANY_JSON)), key=_any_depth)
+        if all(isinstance(o, Ref) and o.name.startswith(ANY_JSON) for o in options) or _any_depth(widest) == float("inf"):
+            return widest
     if Ref(ANY_JSON) in options:  # any value covers every other option (keeps LALR unambiguous)
         return Ref(ANY_JSON)
     unique: list[Node] = []
@@ -87,6 +87,11 @@ def alt(*options: Node) -> Node:
             if o not in unique:
                 unique.append(o)
     return unique[0] if len(unique) == 1 else Alt(tuple(unique))
+
+
+def _any_depth(ref: "Ref") -> float:
+    rest = ref.name[len(ANY_JSON) :]
+    return float(rest) if rest else float("inf")
 
 
 def opt(item: Node) -> Node:
@@ -172,8 +177,10 @@ class Grammar:
         raise TypeError(f"unknown node {node!r}")
 
     def _lark(self, node: Node, cyclic: set[str]) -> str:
+        """Lark text for `node` as one ATOM: every alternation it writes is parenthesised, so
+        the result can be placed next to others in a sequence or under a repetition safely."""
         if not self._has_cycle_ref(node, cyclic) and not self.nullable(node):
-            return "/" + self._regex(node, ()).replace("/", "\\/") + "/"
+            return _lark_regex(self._regex(node, ()))
         if isinstance(node, Ref):
             if node.name not in cyclic:
                 return self._lark(self.defs[node.name], cyclic)
@@ -183,22 +190,18 @@ class Grammar:
         if isinstance(node, (Lit, Rx)):
             raise TypeError(f"unexpected empty leaf {node!r}")
         if isinstance(node, Seq):
-            return " ".join(self._lark_atom(i, cyclic) for i in node.items)
+            return "(" + " ".join(self._lark(i, cyclic) for i in node.items) + ")"
         if isinstance(node, Alt):
             options = [o for o in node.options if o != EMPTY]
-            body = " | ".join(self._lark(o, cyclic) for o in options)
-            return f"({body})?" if len(options) < len(node.options) else body
+            body = "(" + " | ".join(self._lark(o, cyclic) for o in options) + ")"
+            return body + "?" if len(options) < len(node.options) else body
         if isinstance(node, Rep):
             return self._lark_rep(node, cyclic)
         raise TypeError(f"unknown node {node!r}")
 
-    def _lark_atom(self, node: Node, cyclic: set[str]) -> str:
-        body = self._lark(node, cyclic)
-        return f"({body})" if "|" in body and not body.startswith("/") else body
-
     def _lark_rep(self, node: Rep, cyclic: set[str]) -> str:
         # Expanded into ?, * and copies so any Lark engine reads it (no ~ ranges).
-        item = f"({self._lark(node.item, cyclic)})"
+        item = self._lark(node.item, cyclic)  # an atom
         parts = [item] * node.min
         if node.max is None:
             parts.append(f"{item}*")
@@ -208,7 +211,19 @@ class Grammar:
                 tail = f"({item} {tail})?" if tail else f"{item}?"
             if tail:
                 parts.append(tail)
-        return " ".join(parts) if parts else '""'
+        return "(" + " ".join(parts) + ")" if parts else '""'
+
+
+def _lark_regex(regex: str) -> str:
+    """A regex as a Lark /.../ literal: every unescaped '/' gets a backslash."""
+    out, escaped = [], False
+    for ch in regex:
+        if ch == "/" and not escaped:
+            out.append("\\/")
+        else:
+            out.append(ch)
+        escaped = ch == "\\" and not escaped
+    return "/" + "".join(out) + "/"
 
 
 def _quantifier(lo: int, hi: int | None) -> str:

@@ -2,8 +2,9 @@
 
 Generation is deliberately narrower than validation so every accepted text is a valid instance:
 canonical numbers, declared properties in schema order (undeclared ones, where allowed, before
-or after them). `additionalProperties` absent means "any other key" (the JSON-schema meaning);
-`closed_objects=True` closes every object. Unknown keywords and annotations constrain nothing and
+or after them). By default (`closed_objects=True`) no object admits undeclared keys; with
+`closed_objects=False`, `additionalProperties` absent means "any other key" (the JSON-schema
+meaning; its free-form values are scalars) at a 5-10x compile-time cost on the regex path. Unknown keywords and annotations constrain nothing and
 are ignored (listed once on the `logging` log); `strict=True` refuses unknown ones. Anything we
 cannot express exactly raises GrammarError naming the keyword and its JSON pointer.
 """
@@ -35,7 +36,8 @@ _TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 _INT_FORMATS = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1), "uint32": (0, 2**32 - 1), "uint64": (0, 2**64 - 1)}
 _NON_STRING_FORMATS = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float", "double"}
 EXTRA_DEPTH = 0  # values of undeclared keys nest at most this many containers deep (compile time)
-_RECURSION_LIMIT = 50_000  # deep schemas recurse; pure-Python frames are cheap in 3.11+
+MAX_DEPTH = 3000  # JSON nesting of a schema document we accept (a schema level is ~3 JSON levels)
+_RECURSION_LIMIT = 30_000  # translating recurses ~10 frames per level; Python frames are cheap in 3.11+
 
 # whitespace: (between structural tokens, after ':', after ',')
 WHITESPACE_MODES = {
@@ -48,14 +50,16 @@ WHITESPACE_MODES = {
 def normalize_schema(schema: Any) -> dict | bool:
     """A dict, a JSON string, or a pydantic model class -> the schema as a dict (or bool)."""
     if isinstance(schema, (dict, bool)):
-        return schema
+        return _check_depth(schema)
     if isinstance(schema, (str, bytes)):
         try:
-            return json.loads(schema)
+            return _check_depth(json.loads(schema))
         except json.JSONDecodeError as exc:
             raise GrammarError(f"json_schema is not valid JSON: {exc}") from exc
+        except RecursionError:
+            raise GrammarError(f"json_schema is nested more than {MAX_DEPTH} levels deep") from None
     if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
-        return schema.model_json_schema()
+        return _check_depth(schema.model_json_schema())
     raise GrammarError(f"json_schema must be a dict, a JSON string or a pydantic model class, not {type(schema).__name__}")
 
 
@@ -64,7 +68,7 @@ class _Empty(GrammarError):
 
 
 class _Translator:
-    def __init__(self, root: Any, whitespace: str, strict: bool = False, closed_objects: bool = False) -> None:
+    def __init__(self, root: Any, whitespace: str, strict: bool = False, closed_objects: bool = True) -> None:
         if whitespace not in WHITESPACE_MODES:
             raise GrammarError(f"unknown whitespace mode {whitespace!r}; use one of {sorted(WHITESPACE_MODES)}")
         self.root = root
@@ -170,7 +174,7 @@ class _Translator:
         parts = [{k: v for k, v in s.items() if k not in ("$ref", "allOf")}]
         subs = [(pointer(path, "$ref"), {"$ref": s["$ref"]})] if "$ref" in s else []
         all_of = s.get("allOf", [])
-        if not isinstance(all_of, list) or not all_of:
+        if "allOf" in s and (not isinstance(all_of, list) or not all_of):
             raise GrammarError(f"allOf at {pointer(path, 'allOf')} must be a non-empty array")
         subs += [(pointer(path, "allOf", i), sub) for i, sub in enumerate(all_of)]
         for where, sub in subs:
@@ -702,6 +706,20 @@ class _Translator:
         return node
 
 
+def _check_depth(schema: Any) -> Any:
+    """`schema` unchanged, or GrammarError if its JSON nests deeper than MAX_DEPTH (iterative)."""
+    todo = [(schema, 1)]
+    while todo:
+        node, depth = todo.pop()
+        if depth > MAX_DEPTH:
+            raise GrammarError(f"json_schema is nested more than {MAX_DEPTH} levels deep")
+        if isinstance(node, dict):
+            todo.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            todo.extend((v, depth + 1) for v in node)
+    return schema
+
+
 def _positional_body(nodes: list[Node], tail: Node | None, comma: Node, lo: int, hi: int | None) -> Node:
     """Array elements: position i uses nodes[i], later ones `tail`; lo..hi elements."""
 
@@ -826,7 +844,7 @@ def _count(s: dict, key: str, default: int | None, path: str) -> int | None:
     return value
 
 
-def schema_to_grammar(schema: Any, whitespace: str = "compact", strict: bool = False, closed_objects: bool = False) -> Grammar:
+def schema_to_grammar(schema: Any, whitespace: str = "compact", strict: bool = False, closed_objects: bool = True) -> Grammar:
     """Translate a JSON schema (dict / JSON string / pydantic class) to the grammar IR.
 
     strict: refuse unknown keywords instead of ignoring them. closed_objects: no object admits a

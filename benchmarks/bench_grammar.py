@@ -1,138 +1,320 @@
-"""Grammar backends side by side: compile time and per-token mask time on the SmolLM2 vocabulary.
+"""JSON-schema engines side by side on a corpus of real-world schemas (SmolLM2 vocabulary).
 
-    python benchmarks/bench_grammar.py            # full run (a few minutes on 2 cores)
-    python benchmarks/bench_grammar.py --smoke    # one schema, a few tokens (used by the tests)
+    python benchmarks/bench_grammar.py                  # whole corpus, every engine
+    python benchmarks/bench_grammar.py --stride 3       # every 3rd schema of the corpus
+    python benchmarks/bench_grammar.py --engines xgrammar,llguidance --save peers.json   # some engines, rows saved
+    python benchmarks/bench_grammar.py --table ours.json peers.json                     # one table from saved rows
+    python benchmarks/bench_grammar.py --smoke          # one schema, ours only, 8 tokens (used by the tests)
 
-For each JSON schema, a fixed valid instance is tokenized with the real tokenizer (the "generated
-path"); every backend fills a mask at each step and advances along it. Peers (xgrammar,
-llguidance, outlines-core's own Guide) are measured in the same run when installed. Prints
-p50/p99/max per-token mask time and the ratio of ours against each peer. Every backend must walk
-the whole path: a rejected token raises (xgrammar's accept_token reports it by returning False;
-it gets our compact separators). "compile" includes outlines-core's own Index build.
+Corpus: benchmarks/schema_corpus/ (see its MANIFEST.tsv: 150 SchemaStore schemas with their test
+fixtures as valid instances and negative fixtures + mutations as invalid ones, and 15 of our own
+function-calling schemas). Every instance is one compact text, keys in schema order.
+
+Engines: ours with the default backend (outlines-core regex path or our Lark engine, whichever
+compile() picks) and with the llguidance backend; xgrammar and llguidance themselves (compact
+separators; xgrammar with strict_mode=False so an absent additionalProperties means "open", as
+in JSON Schema; llguidance with the model's own tokenizer and its default forcing). Each instance
+is tokenized by SmolLM2's tokenizer and walked through the engine's mask: accepted iff every
+token's bit is set and EOS's bit is set at the end. Reported per engine: schemas compiled (a
+refusal or an error counts as not compiled; compile is cut off after --compile-timeout s where
+the engine returns to Python), valid instances accepted (% of all valid instances, refused schemas
+included), invalid instances accepted (count: must be 0), compile time median / p90 / max over
+compiled schemas (wall, and the median in process CPU time, which a busy machine distorts less;
+xgrammar may use several threads), and mask fill time p50 / p99 along the valid instances. Timings on a shared
+machine are noisy: compare engines within one run (the ratio lines), not across runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
+import signal
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import torch
 
-SCHEMAS = {
-    "person": ({"type": "object", "properties": {"name": {"type": "string", "maxLength": 40}, "age": {"type": "integer", "minimum": 0, "maximum": 150}, "email": {"type": "string", "format": "email"}}, "required": ["name", "age"]},
-               {"name": "Ada Lovelace", "age": 36, "email": "ada@example.org"}),
-    "order": ({"type": "object", "properties": {"id": {"type": "string", "format": "uuid"}, "items": {"type": "array", "items": {"type": "object", "properties": {"sku": {"type": "string"}, "qty": {"type": "integer"}}, "required": ["sku", "qty"]}, "maxItems": 5}, "status": {"enum": ["new", "paid", "shipped"]}}, "required": ["id", "items", "status"]},
-              {"id": "0b9f3c2e-1d4a-4f5b-9c8d-7e6f5a4b3c2d", "items": [{"sku": "A-1", "qty": 2}, {"sku": "B-22", "qty": 1}], "status": "paid"}),
-}
+CORPUS = Path(__file__).parent / "schema_corpus"
+SMOKE_SCHEMA = "own-fc-get-weather.json"
 
 
-class _Clock:
-    """Wall and process-CPU seconds of a block (CPU time is what a busy shared machine distorts least)."""
-
-    def __enter__(self) -> "_Clock":
-        self.wall, self.cpu = time.perf_counter(), time.process_time()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.wall, self.cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
+def load_corpus(limit: int | None = None, stride: int = 1) -> list[tuple[str, dict]]:
+    files = sorted(CORPUS.glob("*.json"))[::stride][:limit]
+    return [(f.name, json.loads(f.read_text())) for f in files]
 
 
-def _times(fill: Callable[[], None], advance: Callable[[int], None], path: list[int]) -> list[float]:
-    out = []
-    for token in path:
-        start = time.perf_counter()
-        fill()
-        out.append(time.perf_counter() - start)
-        advance(token)
-    return out
+class _Timeout(BaseException):
+    """BaseException, so no engine's `except Exception` turns the cut-off into a compile error."""
 
 
-def ours(backend: str, schema: dict, vocab, path: list[int]) -> tuple[float, list[float]]:
-    from constrained_spec.bitmask import new_bitmask
-    from constrained_spec.grammar import compile_json_schema
-    from constrained_spec.grammar.compiler import clear_cache
+def _with_timeout(seconds: float, fn: Callable[[], Any]) -> Any:
+    """Run fn; raise _Timeout if it is still in Python code after `seconds` (Rust calls finish)."""
 
-    clear_cache()
-    with _Clock() as clock:
-        matcher = compile_json_schema(schema, vocab, backend=backend).matcher()
-    bm = new_bitmask(1, vocab.size)
-    return clock, _times(lambda: matcher.fill_bitmask(bm), matcher.accept_token, path)
+    def fire(*_: object) -> None:
+        raise _Timeout()
 
-
-def xgrammar_peer(schema: dict, tokenizer, path: list[int]) -> tuple[float, list[float]]:
-    import xgrammar as xgr
-
-    info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=len(tokenizer))
-    with _Clock() as clock:  # our compact form: no spaces
-        compiled = xgr.GrammarCompiler(info, cache_enabled=False).compile_json_schema(json.dumps(schema), any_whitespace=False, separators=(",", ":"))
-    matcher = xgr.GrammarMatcher(compiled)
-    bm = xgr.allocate_token_bitmask(1, info.vocab_size)
-
-    def advance(token: int) -> None:  # xgrammar reports a rejected token by returning False
-        if not matcher.accept_token(token):
-            raise RuntimeError(f"xgrammar rejected token {token} on the valid path")
-
-    times = _times(lambda: matcher.fill_next_token_bitmask(bm), advance, path)
-    if not matcher.is_terminated():
-        raise RuntimeError("xgrammar did not terminate after EOS at the end of the path")
-    return clock, times
+    previous = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        return fn()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
-def outlines_peer(schema: dict, vocab, path: list[int]) -> tuple[float, list[float]]:
-    import outlines_core
-
-    from constrained_spec.grammar.regex_backend import _outlines_vocabulary
-
-    with _Clock() as clock:
-        regex = outlines_core.json_schema.build_regex_from_schema(json.dumps(schema), r"")
-        guide = outlines_core.Guide(outlines_core.Index(regex, _outlines_vocabulary(vocab)))
-    mask = torch.zeros((vocab.size + 31) // 32, dtype=torch.int32)
-    fill = lambda: guide.write_mask_into(mask.data_ptr(), mask.numel(), mask.element_size())  # noqa: E731
-    return clock, _times(fill, lambda t: guide.advance(t), path)
+def _bit(mask: torch.Tensor, token: int) -> bool:
+    return bool((int(mask[0, token // 32]) >> (token % 32)) & 1)
 
 
-def _row(name: str, clock: _Clock, times: list[float]) -> dict:
-    ms = sorted(t * 1e3 for t in times)
-    p99 = ms[min(len(ms) - 1, int(0.99 * len(ms)))]
-    row = {"backend": name, "compile_ms": clock.wall * 1e3, "compile_cpu_ms": clock.cpu * 1e3, "p50_ms": statistics.median(ms), "p99_ms": p99, "max_ms": ms[-1]}
-    print(f"  {name:<22} compile {row['compile_ms']:8.1f} ms (cpu {row['compile_cpu_ms']:8.1f})   mask p50 {row['p50_ms']:7.3f}  p99 {row['p99_ms']:7.3f}  max {row['max_ms']:7.3f} ms")
-    return row
+# ---- engines: compile(schema) -> state; walk(state, ids) -> (accepted, mask fill seconds) ------
+
+
+class Ours:
+    def __init__(self, backend: str, vocab) -> None:
+        from constrained_spec.bitmask import new_bitmask
+
+        self.name = f"ours ({backend})"
+        self.backend, self.vocab = backend, vocab
+        self.mask = new_bitmask(1, vocab.size)
+        self.path_of: dict[int, str] = {}
+
+    def compile(self, schema: dict) -> Any:
+        from constrained_spec.grammar import compile_json_schema
+        from constrained_spec.grammar.compiler import clear_cache
+
+        clear_cache()
+        return compile_json_schema(schema, self.vocab, backend=self.backend)
+
+    def path(self, compiled: Any) -> str:
+        from constrained_spec.grammar.regex_backend import CompiledRegex
+
+        return "regex" if isinstance(compiled, CompiledRegex) else "Lark" if self.backend == "default" else self.backend
+
+    def walk(self, compiled: Any, ids: list[int]) -> tuple[bool, list[float]]:
+        matcher, times = compiled.matcher(), []
+        for token in ids:
+            start = time.perf_counter()
+            matcher.fill_bitmask(self.mask)
+            times.append(time.perf_counter() - start)
+            if not _bit(self.mask, token):
+                return False, times
+            matcher.accept_token(token)
+        matcher.fill_bitmask(self.mask)
+        return _bit(self.mask, self.vocab.eos_token_id), times
+
+
+class XGrammar:
+    name = "xgrammar"
+
+    def __init__(self, tokenizer, vocab) -> None:
+        import xgrammar as xgr
+
+        self.xgr, self.eos = xgr, vocab.eos_token_id
+        info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab.size)
+        self.compiler = xgr.GrammarCompiler(info, cache_enabled=False)
+        self.mask = xgr.allocate_token_bitmask(1, info.vocab_size)
+        self.version = importlib.metadata.version("xgrammar")
+
+    def compile(self, schema: dict) -> Any:
+        return self.compiler.compile_json_schema(json.dumps(schema), any_whitespace=False, separators=(",", ":"), strict_mode=False)
+
+    def path(self, compiled: Any) -> str:
+        return self.name
+
+    def walk(self, compiled: Any, ids: list[int]) -> tuple[bool, list[float]]:
+        matcher, times = self.xgr.GrammarMatcher(compiled), []
+        for token in ids:
+            start = time.perf_counter()
+            matcher.fill_next_token_bitmask(self.mask)
+            times.append(time.perf_counter() - start)
+            if not _bit(self.mask, token) or not matcher.accept_token(token):
+                return False, times
+        matcher.fill_next_token_bitmask(self.mask)
+        return _bit(self.mask, self.eos), times
+
+
+class LLGuidance:
+    name = "llguidance"
+
+    def __init__(self, tokenizer, vocab) -> None:
+        import llguidance
+        import llguidance.hf
+        from llguidance.torch import allocate_token_bitmask, fill_next_token_bitmask
+
+        self.llg, self.fill, self.eos = llguidance, fill_next_token_bitmask, vocab.eos_token_id
+        self.tokenizer = llguidance.hf.from_tokenizer(tokenizer, n_vocab=vocab.size)
+        self.mask = allocate_token_bitmask(1, vocab.size)
+        self.version = importlib.metadata.version("llguidance")
+
+    def compile(self, schema: dict) -> Any:
+        options = {"item_separator": ",", "key_separator": ":", "whitespace_flexible": False}
+        grammar = self.llg.LLMatcher.grammar_from_json_schema(schema, overrides=options)
+        matcher = self.llg.LLMatcher(self.tokenizer, grammar, log_level=0)  # compiles the grammar
+        if matcher.is_error():
+            raise ValueError(matcher.get_error())
+        return grammar
+
+    def path(self, compiled: Any) -> str:
+        return self.name
+
+    def walk(self, compiled: Any, ids: list[int]) -> tuple[bool, list[float]]:
+        matcher, times = self.llg.LLMatcher(self.tokenizer, compiled, log_level=0), []
+        for token in ids:
+            if matcher.is_stopped():
+                return False, times
+            start = time.perf_counter()
+            self.fill(matcher, self.mask, 0)
+            times.append(time.perf_counter() - start)
+            if not _bit(self.mask, token) or not matcher.consume_token(token):
+                return False, times
+        if matcher.is_stopped():
+            return matcher.is_accepting(), times
+        self.fill(matcher, self.mask, 0)
+        return _bit(self.mask, self.eos), times
+
+
+# ---- the run ------------------------------------------------------------------------------------
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def measure(engine, corpus: list[tuple[str, dict]], encode: Callable[[str], list[int] | None], compile_timeout: float, max_tokens: int | None,
+            progress: bool = False) -> dict:
+    compiled_n, compile_s, compile_cpu, masks, masks_by_path = 0, [], [], [], {}
+    valid_ok = valid_n = invalid_ok = invalid_n = 0
+    failures: list[str] = []
+    for name, entry in corpus:
+        instances = [(i["valid"], encode(i["text"])) for i in entry["instances"]]
+        instances = [(v, ids) for v, ids in instances if ids is not None]
+        valid_n += sum(v for v, _ in instances)
+        invalid_n += sum(not v for v, _ in instances)
+        start, start_cpu = time.perf_counter(), time.process_time()
+        try:
+            compiled = _with_timeout(compile_timeout, lambda: engine.compile(entry["schema"]))
+        except (Exception, _Timeout) as exc:  # a refusal, an engine error or a timeout: not compiled
+            reason = f"timeout after {compile_timeout:g} s" if isinstance(exc, _Timeout) else str(exc).splitlines()[0][:100] if str(exc) else ""
+            failures.append(f"{name}: {type(exc).__name__}: {reason}")
+            continue
+        compile_s.append(time.perf_counter() - start)
+        compile_cpu.append(time.process_time() - start_cpu)
+        compiled_n += 1
+        if progress:
+            print(f"    {engine.name}: {name} compiled in {compile_s[-1] * 1e3:.0f} ms", flush=True)
+        path = engine.path(compiled)
+        for valid, ids in instances:
+            accepted, times = engine.walk(compiled, ids[:max_tokens] if max_tokens else ids)
+            if valid:
+                valid_ok += accepted
+                masks += times
+                masks_by_path.setdefault(path, []).extend(times)
+            else:
+                invalid_ok += accepted
+                if accepted:
+                    failures.append(f"{name}: INVALID instance accepted")
+    return {
+        "backend": engine.name, "schemas": len(corpus), "compiled": compiled_n,
+        "valid_accepted": valid_ok, "valid_total": valid_n, "invalid_accepted": invalid_ok, "invalid_total": invalid_n,
+        "compile_median_ms": statistics.median(compile_s) * 1e3 if compile_s else float("nan"),
+        "compile_p90_ms": _percentile(compile_s, 0.9) * 1e3, "compile_max_ms": max(compile_s, default=float("nan")) * 1e3,
+        "compile_cpu_median_ms": statistics.median(compile_cpu) * 1e3 if compile_cpu else float("nan"),
+        "p50_ms": _percentile(masks, 0.5) * 1e3, "p99_ms": _percentile(masks, 0.99) * 1e3,
+        "by_path": {p: (len(t), _percentile(t, 0.5) * 1e6, _percentile(t, 0.99) * 1e6) for p, t in masks_by_path.items()},
+        "failures": failures,
+    }  # fmt: skip
+
+
+def print_table(rows: list[dict]) -> None:
+    print("| engine | schemas compiled | valid accepted | invalid accepted | compile median / p90 / max (wall) | compile median (CPU) | mask p50 / p99 |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['backend']} | {r['compiled']} / {r['schemas']} ({100 * r['compiled'] / r['schemas']:.0f}%) "
+              f"| {100 * r['valid_accepted'] / max(1, r['valid_total']):.1f}% ({r['valid_accepted']}/{r['valid_total']}) "
+              f"| {r['invalid_accepted']} / {r['invalid_total']} "
+              f"| {r['compile_median_ms']:.1f} / {r['compile_p90_ms']:.0f} / {r['compile_max_ms']:.0f} ms "
+              f"| {r.get('compile_cpu_median_ms', float('nan')):.1f} ms "
+              f"| {r['p50_ms'] * 1e3:.1f} / {r['p99_ms'] * 1e3:.0f} us |")  # fmt: skip
+    for r in rows:
+        for path, (n, p50, p99) in sorted(r["by_path"].items()):
+            if path != r["backend"]:
+                print(f"  {r['backend']}, {path} path: {n} masks, mask p50 {p50:.1f} us, p99 {p99:.0f} us")
+    peers = {r["backend"]: r for r in rows}
+    for ours in (r for r in rows if r["backend"].startswith("ours")):
+        for peer in ("xgrammar", "llguidance"):
+            if peer in peers:
+                p = peers[peer]
+                print(f"  ratio {ours['backend']} / {peer} (>1: ours slower): compile median x{ours['compile_median_ms'] / p['compile_median_ms']:.2f} "
+                      f"(CPU x{ours.get('compile_cpu_median_ms', float('nan')) / p.get('compile_cpu_median_ms', float('nan')):.2f}), "
+                      f"mask p50 x{ours['p50_ms'] / p['p50_ms']:.2f}, p99 x{ours['p99_ms'] / p['p99_ms']:.2f}")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--smoke", action="store_true", help="one schema, first 8 tokens, no peers")
+    parser.add_argument("--smoke", action="store_true", help="one schema, ours only, first 8 tokens of each instance")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N schemas of the corpus")
+    parser.add_argument("--compile-timeout", type=float, default=30.0, help="seconds before a compile counts as failed")
+    parser.add_argument("--stride", type=int, default=1, help="every K-th schema of the corpus")
+    parser.add_argument("--engines", default="ours-default,ours-llguidance,xgrammar,llguidance", help="comma-separated subset")
+    parser.add_argument("--save", type=Path, default=None, help="write the rows as JSON")
+    parser.add_argument("--table", type=Path, nargs="+", default=None, help="print one table from rows saved by --save")
+    parser.add_argument("--failures", action="store_true", help="progress per schema; list every schema an engine did not compile or got wrong")
     args = parser.parse_args(argv)
+    if (args.limit is not None and args.limit < 1) or args.stride < 1:
+        parser.error("--limit and --stride must be at least 1")
+    if args.table:
+        rows = [row for path in args.table for row in json.loads(path.read_text())]
+        print_table(rows)
+        return rows
+
+    from transformers import AutoTokenizer
 
     from constrained_spec.grammar import Vocabulary
-    from constrained_spec.models import load_model
+    from constrained_spec.models import DEFAULT_MODEL, cache_dir, load_model
 
-    tokenizer = load_model(verbose=False).tokenizer
+    folder = cache_dir() / f"{DEFAULT_MODEL}-float32"
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True) if (folder / "tokenizer.json").is_file() else load_model(verbose=False).tokenizer
     vocab = Vocabulary.from_tokenizer(tokenizer)
-    rows = []
-    for name, (schema, instance) in list(SCHEMAS.items())[: 1 if args.smoke else None]:
-        path = tokenizer.encode(json.dumps(instance, separators=(",", ":"))) + [vocab.eos_token_id]
-        path = path[:8] if args.smoke else path
-        print(f"schema {name!r}: {len(path)} tokens along the path")
-        runs = [("ours (outlines-core)", lambda: ours("default", schema, vocab, path))]
-        if not args.smoke:
-            runs += [("ours (llguidance)", lambda: ours("llguidance", schema, vocab, path)),
-                     ("xgrammar", lambda: xgrammar_peer(schema, tokenizer, path)),
-                     ("outlines-core Guide", lambda: outlines_peer(schema, vocab, path[:-1]))]
-        results = {}
-        for label, run in runs:
+
+    def encode(text: str) -> list[int] | None:
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        pieces = [vocab.token_bytes[i] for i in ids]
+        return ids if None not in pieces and b"".join(pieces) == text.encode() else None
+
+    if args.smoke:
+        corpus = [(SMOKE_SCHEMA, json.loads((CORPUS / SMOKE_SCHEMA).read_text()))]
+        engines = [Ours("default", vocab)]
+    else:
+        corpus = load_corpus(args.limit, args.stride)
+        makers = {"ours-default": lambda: Ours("default", vocab), "ours-llguidance": lambda: Ours("llguidance", vocab),
+                  "xgrammar": lambda: XGrammar(tokenizer, vocab), "llguidance": lambda: LLGuidance(tokenizer, vocab)}  # fmt: skip
+        engines = []
+        for name in args.engines.split(","):
+            if name not in makers:
+                parser.error(f"unknown engine {name!r}; choose from {', '.join(makers)}")
             try:
-                results[label] = _row(label, *run())
+                engines.append(makers[name]())
             except ImportError as exc:
-                print(f"  {label:<22} skipped: {exc}")
-        base = results["ours (outlines-core)"]
-        for label, row in results.items():
-            if label != "ours (outlines-core)":
-                print(f"  time ratio ours/{label} (>1: ours slower): p50 x{base['p50_ms'] / row['p50_ms']:.2f}  p99 x{base['p99_ms'] / row['p99_ms']:.2f}")
-        rows += [dict(r, schema=name) for r in results.values()]
+                print(f"{name}: skipped ({exc})")
+    print(f"{len(corpus)} schemas, {sum(len(e['instances']) for _, e in corpus)} instances; SmolLM2 tokenizer")
+    rows = []
+    for engine in engines:
+        row = measure(engine, corpus, encode, args.compile_timeout, 8 if args.smoke else None, progress=args.failures)
+        print(f"  {row['backend']}: compiled {row['compiled']}/{row['schemas']}, mask p50 {row['p50_ms'] * 1e3:.1f} us, p99 {row['p99_ms'] * 1e3:.0f} us", flush=True)
+        if args.failures:
+            for line in row["failures"]:
+                print(f"    {line}")
+        rows.append(row)
+    versions = ", ".join(f"{e.name} {e.version}" for e in engines if hasattr(e, "version"))
+    print(f"\nversions: {versions or 'no peers'}")
+    print_table(rows)
+    if args.save:
+        args.save.write_text(json.dumps(rows))
     return rows
 
 

@@ -128,9 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     for batch, k, vocab in sizes:
         logits, bitmask, temp, drafts, cu, q, rnd = make_inputs(batch, k, vocab, dense, device)
         args_ = (logits, bitmask, temp, drafts, cu, q, rnd)
-        kernel = lambda: rejection_sample_logits(*args_, backend="triton", max_num_draft_tokens=k)  # noqa: E731
+        kernel = lambda: rejection_sample_logits(*args_, kernel="triton", max_num_draft_tokens=k)  # noqa: E731
         unfused = lambda: unfused_vectorized(*args_, k)  # noqa: E731
-        reference = lambda: rejection_sample_logits(*args_, backend="torch", max_num_draft_tokens=k)  # noqa: E731
+        reference = lambda: rejection_sample_logits(*args_, kernel="torch", max_num_draft_tokens=k)  # noqa: E731
         expected = reference()
         for name, fn in (("kernel", kernel), ("unfused", unfused)):
             got = fn()

@@ -16,6 +16,11 @@ are interleaved (task by task), so load from other processes on the machine hits
 `--rounds N` replicates the whole run N times (fresh engines, new seeds); tok/s is pooled over
 rounds and each ratio is the median of the per-round ratios, which a burst of load in one
 round cannot move much.
+
+Per step, the table splits our engine's time into the forward (`runner.score`: the model and the
+runner's own bookkeeping) and the engine's host work (everything else: grammar masks, proposers,
+processing logits, rejection sampling, commits). Goal: host work under 1 ms per step for a single
+request. `--runner static|hf` picks the model runner (default: auto, the static-cache runner).
 """
 
 from __future__ import annotations
@@ -120,6 +125,7 @@ class Row:
     steps: int = 0
     drafted: int = 0
     accepted: int = 0
+    forward_s: float = 0.0  # inside runner.score (our engine only)
 
     vs_none: list[float] = field(default_factory=list)  # per round: tok/s / none's tok/s
     vs_xgrammar: list[float] = field(default_factory=list)
@@ -134,10 +140,36 @@ class Row:
         self.steps += other.steps
         self.drafted += other.drafted
         self.accepted += other.accepted
+        self.forward_s += other.forward_s
 
     @property
     def mean_accepted(self) -> float:
         return self.tokens / self.steps if self.steps else 0.0
+
+    @property
+    def forward_ms(self) -> float:
+        return 1000 * self.forward_s / self.steps if self.steps else 0.0
+
+    @property
+    def host_ms(self) -> float:
+        return 1000 * (self.seconds - self.forward_s) / self.steps if self.steps else 0.0
+
+
+class TimedRunner:
+    """Wraps an engine's runner: adds the seconds spent in `score` (the forward) to `row`."""
+
+    def __init__(self, runner) -> None:
+        self.runner, self.row = runner, None
+
+    def __getattr__(self, name: str):
+        return getattr(self.runner, name)
+
+    def score(self, batch):
+        start = time.perf_counter()
+        out = self.runner.score(batch)
+        if self.row is not None:
+            self.row.forward_s += time.perf_counter() - start
+        return out
 
 
 def prompt_ids(tokenizer, text: str) -> list[int]:
@@ -154,9 +186,13 @@ def run_ours(engine, loaded, vocabulary, task, temperature: float, seed: int, ma
     grammar = compile_json_schema(schema, vocabulary)  # cached after the first call
     params = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=seed)
     ids = prompt_ids(loaded.tokenizer, text)
+    if not isinstance(engine.runner, TimedRunner):
+        engine.runner = TimedRunner(engine.runner)
+    engine.runner.row = row
     start = time.perf_counter()
     (out,) = engine.generate([ids], params, grammar)
     row.seconds += time.perf_counter() - start
+    engine.runner.row = None
     row.tokens += len(out.token_ids)
     row.steps += out.stats.steps
     row.drafted += out.stats.drafted
@@ -180,7 +216,7 @@ class XGrammarBaseline:
         tokenizer, model = self.loaded.tokenizer, self.loaded.model
         _, text, schema = task
         compiled = self.compiler.compile_json_schema(json.dumps(schema), any_whitespace=False, separators=(",", ":"))
-        ids = torch.tensor([prompt_ids(tokenizer, text)])
+        ids = torch.tensor([prompt_ids(tokenizer, text)], device=model.device)
         sampling = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 else dict(do_sample=False)
         torch.manual_seed(seed)
         start = time.perf_counter()
@@ -195,12 +231,13 @@ class XGrammarBaseline:
 
 def print_table(rows: list[Row]) -> None:
     """tok/s pooled over rounds; ratios: the median over rounds of the per-round ratio."""
-    print(f"\n{'T':>3}  {'config':<22} {'tokens':>6} {'tok/s':>7} {'mean acc. len':>13} {'draft acc.':>10} {'vs none':>8} {'vs xgr':>7}")
+    print(f"\n{'T':>3}  {'config':<22} {'tokens':>6} {'tok/s':>7} {'mean acc. len':>13} {'draft acc.':>10} {'vs none':>8} {'vs xgr':>7} {'fwd ms/step':>11} {'host ms/step':>12}")
     for r in sorted(rows, key=lambda r: r.temperature):
         acc = f"{r.accepted / r.drafted:.2f}" if r.drafted else "-"
         vs_none = f"{statistics.median(r.vs_none):.2f}x" if r.vs_none else "-"
         vs_xgr = f"{statistics.median(r.vs_xgrammar):.2f}x" if r.vs_xgrammar else "-"
-        print(f"{r.temperature:>3g}  {r.config:<22} {r.tokens:>6} {r.tok_s:>7.1f} {r.mean_accepted:>13.2f} {acc:>10} {vs_none:>8} {vs_xgr:>7}")
+        fwd, host = (f"{r.forward_ms:.1f}", f"{r.host_ms:.2f}") if r.forward_s else ("-", "-")
+        print(f"{r.temperature:>3g}  {r.config:<22} {r.tokens:>6} {r.tok_s:>7.1f} {r.mean_accepted:>13.2f} {acc:>10} {vs_none:>8} {vs_xgr:>7} {fwd:>11} {host:>12}")
 
 
 def main(argv: list[str] | None = None) -> list[Row]:
@@ -214,8 +251,10 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--tasks", nargs="+", default=[t[0] for t in TASKS], help="subset of the task names")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="model weights (every configuration uses the same)")
+    parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda or cuda:N")
     parser.add_argument("--no-xgrammar", action="store_true", help="skip the transformers + xgrammar baseline")
     parser.add_argument("--show", action="store_true", help="print the generated texts")
+    parser.add_argument("--runner", default="auto", choices=["auto", "static", "hf"], help="model runner of our engine (default auto: static cache)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -234,14 +273,20 @@ def main(argv: list[str] | None = None) -> list[Row]:
     from constrained_spec.engine_setup import make_vocabulary
     from constrained_spec.models import load_model
 
-    loaded = load_model(dtype=getattr(torch, args.dtype), verbose=False)
+    from constrained_spec.devices import DeviceError, resolve_device
+
+    try:
+        device = resolve_device(args.device)
+    except DeviceError as exc:
+        parser.error(str(exc))
+    loaded = load_model(dtype=getattr(torch, args.dtype), verbose=False, device=device)
     vocabulary = make_vocabulary(loaded)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"model {loaded.name} ({args.dtype}), torch threads {torch.get_num_threads()}, load average {load:.1f}, "
+    print(f"model {loaded.name} ({args.dtype} on {device}), torch threads {torch.get_num_threads()}, load average {load:.1f}, "
           f"{len(tasks)} tasks x {rounds} rounds, max_tokens {max_tokens}, max_draft {args.max_draft}", flush=True)
     from constrained_spec.engine_setup import build_engine
 
-    warm = build_engine(loaded, draft="none", vocabulary=vocabulary)
+    warm = build_engine(loaded, draft="none", vocabulary=vocabulary, runner=args.runner)
     for task in tasks:  # warm up: grammar caches, kernels
         run_ours(warm, loaded, vocabulary, task, 0.0, 0, 8, Row("warmup", 0.0))
     xgr = None if args.no_xgrammar else XGrammarBaseline(loaded)
@@ -253,7 +298,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
             # Each round is an independent replication: fresh engines (cold proposers), new
             # seeds. Requests interleave across configurations, so load from other processes
             # hits every configuration alike; per-round ratios are robust to bursts of it.
-            engines = {c: build_engine(loaded, draft=c, max_draft_tokens=args.max_draft, vocabulary=vocabulary) for c in configs}
+            engines = {c: build_engine(loaded, draft=c, max_draft_tokens=args.max_draft, vocabulary=vocabulary, runner=args.runner) for c in configs}
             this = {c: Row(c, temperature) for c in names}
             for i, task in enumerate(tasks):
                 seed = 1000 * r + i
@@ -271,7 +316,8 @@ def main(argv: list[str] | None = None) -> list[Row]:
                     group[c].vs_none.append(row.tok_s / this["none"].tok_s)
                 if xgr is not None and this["transformers+xgrammar"].tok_s:
                     group[c].vs_xgrammar.append(row.tok_s / this["transformers+xgrammar"].tok_s)
-                print(f"  T={temperature:g} round {r + 1} {c:<22} {row.tok_s:6.1f} tok/s, mean accepted length {row.mean_accepted:.2f}", flush=True)
+                host = f", host work {row.host_ms:.2f} ms/step next to a {row.forward_ms:.1f} ms forward" if row.forward_s else ""
+                print(f"  T={temperature:g} round {r + 1} {c:<22} {row.tok_s:6.1f} tok/s, mean accepted length {row.mean_accepted:.2f}{host}", flush=True)
         rows.extend(group.values())
     print_table(rows)
     return rows

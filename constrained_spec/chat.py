@@ -12,6 +12,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .inputs import check_text
+
 __all__ = ["Messages", "normalize_messages", "render_prompt", "schema_instruction"]
 
 Messages = list[dict[str, str]]
@@ -25,7 +27,7 @@ def normalize_messages(prompt: str | Sequence[Mapping[str, Any]], system_prompt:
     with a clear message for an empty prompt or malformed messages.
     """
     if isinstance(prompt, str):
-        if not prompt.strip():
+        if not check_text(prompt, "the prompt").strip():
             raise ValueError("the prompt is empty: give some text to respond to")
         messages: Messages = [{"role": "user", "content": prompt}]
     elif isinstance(prompt, Sequence) and not isinstance(prompt, (bytes, bytearray)):
@@ -40,6 +42,7 @@ def normalize_messages(prompt: str | Sequence[Mapping[str, Any]], system_prompt:
                 raise ValueError(f"message {i} has role {role!r}; expected one of {', '.join(_ROLES)}")
             if not isinstance(content, str):
                 raise ValueError(f"message {i} content must be a string, got {type(content).__name__}")
+            check_text(content, f"message {i} content")
             messages.append({"role": role, "content": content})
         if not any(m["content"].strip() for m in messages if m["role"] != "system"):
             raise ValueError("the prompt is empty: every non-system message has empty content")
@@ -48,6 +51,7 @@ def normalize_messages(prompt: str | Sequence[Mapping[str, Any]], system_prompt:
     if system_prompt is not None:
         if not isinstance(system_prompt, str):
             raise ValueError(f"system_prompt must be a string, got {type(system_prompt).__name__}")
+        check_text(system_prompt, "the system prompt")
         messages = [{"role": "system", "content": system_prompt}] + [m for m in messages if m["role"] != "system"]
     return messages
 
@@ -63,17 +67,81 @@ def render_prompt(tokenizer: Any, messages: Messages, use_chat_template: bool = 
     return [int(t) for t in ids]
 
 
+_HINT_MAX_KEYS = 24  # keys named in the hint; more are summarised by count
+_HINT_MAX_CHARS = 1200  # the hint stays short whatever the schema's size (it costs prompt tokens)
+
+
 def schema_instruction(schema: Mapping[str, Any]) -> str:
     """The sentence that tells the model which JSON to write, appended to the user's message.
     The grammar already guarantees a valid shape; naming the keys makes the content sensible
     (measured on SmolLM2-135M: a bare key list works better than the full schema, whose titles
-    it copies into values). Other schemas are shown compactly, without titles."""
+    it copies into values). Other schemas are shown compactly, without titles. The hint is
+    bounded (at most _HINT_MAX_KEYS keys, _HINT_MAX_CHARS characters): a 10,000-property schema
+    must not become a 10,000-key prompt."""
+    schema, self_ref = _root_object(schema)
     properties = schema.get("properties")
     if schema.get("type") == "object" and isinstance(properties, Mapping) and properties:
-        keys = list(properties)
-        listed = keys[0] if len(keys) == 1 else ", ".join(keys[:-1]) + " and " + keys[-1]
-        return f"Reply with a JSON object with the key{'s' if len(keys) > 1 else ''} {listed}."
-    return "Reply with JSON that follows this JSON schema: " + json.dumps(_without_titles(schema), separators=(",", ":"))
+        keys = [str(k) for k in properties]
+        shown: list[str] = []
+        for key in keys[:_HINT_MAX_KEYS]:
+            if sum(len(k) + 2 for k in shown) + len(key) > _HINT_MAX_CHARS:
+                break
+            shown.append(key)
+        if not shown:
+            return "Reply with a JSON object."
+        rest = len(keys) - len(shown)
+        if rest:
+            listed = ", ".join(shown) + f" and {rest} more"
+        else:
+            listed = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
+        hint = f"Reply with a JSON object with the key{'s' if len(keys) > 1 else ''} {listed}"
+        # Recursive properties: without this the model tends to nest them until max_tokens
+        # (measured on SmolLM2-135M, tests/grammar/test_pydantic_sampling.py's Category).
+        recursive = [k for k in shown if _refers_to(properties[k], self_ref)]
+        for key in recursive[:4]:
+            hint += f"; {key} is {'null or ' if _allows_null(properties[key]) else ''}an object with the same keys"
+        return hint + "."
+    try:
+        text = json.dumps(_without_titles(schema), separators=(",", ":"))
+    except (RecursionError, ValueError, TypeError):  # too deep, or not plain JSON
+        text = ""
+    if not text or len(text) > _HINT_MAX_CHARS:
+        kind = schema.get("type")
+        return f"Reply with JSON ({kind})." if isinstance(kind, str) else "Reply with JSON."
+    return "Reply with JSON that follows this JSON schema: " + text
+
+
+def _root_object(schema: Mapping[str, Any]) -> tuple[Mapping[str, Any], set[str]]:
+    """The root object schema (following a root "$ref" into "$defs", as pydantic writes a
+    self-referencing model) and the refs that point back at it."""
+    refs = {"#"}
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = schema
+        for part in ref[2:].split("/"):
+            target = target.get(part.replace("~1", "/").replace("~0", "~")) if isinstance(target, Mapping) else None
+        if isinstance(target, Mapping):
+            return target, refs | {ref}
+    return schema, refs
+
+
+def _branches(node: Any) -> list[Any]:
+    if not isinstance(node, Mapping):
+        return []
+    options = [o for key in ("anyOf", "oneOf") if isinstance(node.get(key), list) for o in node[key]]
+    return [node] + options
+
+
+def _refers_to(node: Any, refs: set[str]) -> bool:
+    return any(isinstance(b, Mapping) and b.get("$ref") in refs for b in _branches(node))
+
+
+def _allows_null(node: Any) -> bool:
+    for branch in _branches(node):
+        kind = branch.get("type") if isinstance(branch, Mapping) else None
+        if kind == "null" or (isinstance(kind, list) and "null" in kind):
+            return True
+    return False
 
 
 def _without_titles(node: Any) -> Any:

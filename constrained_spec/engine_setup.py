@@ -1,5 +1,9 @@
 """User choices -> the objects the speculative loop needs: vocabulary, proposer, runner, engine.
 
+`runner` names the model runner: "auto" (the static-cache runner where it implements the model,
+the Llama family; transformers otherwise), "static" (that runner or a ValueError saying why not),
+or "hf" (transformers' forward with per-request DynamicCaches).
+
 `draft` names a proposer: "auto" (the proposers package's default chain), "forced", "ngram",
 "suffix", "none" (no speculation), a local draft-model folder (an HF causal LM sharing the
 target's tokenizer), or a ready `Proposer` object.
@@ -10,9 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DRAFT_NAMES", "make_vocabulary", "make_proposer", "build_engine"]
+__all__ = ["DRAFT_NAMES", "RUNNER_NAMES", "check_runner_name", "make_vocabulary", "make_proposer", "make_runner", "build_engine", "check_speculation_dtype"]
 
 DRAFT_NAMES = ("auto", "forced", "ngram", "suffix", "none")
+RUNNER_NAMES = ("auto", "static", "hf")
 
 
 def make_vocabulary(loaded: Any) -> Any:
@@ -60,19 +65,65 @@ def make_proposer(draft: Any, loaded: Any, vocabulary: Any) -> Any:
     )
 
 
-def build_engine(loaded: Any, *, draft: Any = "auto", max_draft_tokens: int = 8, vocabulary: Any = None) -> Any:
-    """A speculative Engine over an HF runner for `loaded` with the chosen proposer."""
+def check_runner_name(runner: object) -> None:
+    """ValueError unless `runner` names a model runner."""
+    if runner not in RUNNER_NAMES:
+        raise ValueError(f"runner must be one of {', '.join(RUNNER_NAMES)}, got {runner!r}")
+
+
+def make_runner(model: Any, runner: str = "auto") -> Any:
+    """The runner for an HF causal LM: see the module docstring for the names."""
+    check_runner_name(runner)
+    if runner != "hf":
+        from .static_llama import unsupported_reason
+
+        reason = unsupported_reason(model)
+        if reason is None:
+            from .runner_check import check_model_runner
+            from .static_runner import StaticRunner
+
+            static = StaticRunner(model)
+            check_model_runner(static, model, "StaticRunner")  # once per model, device and dtype
+            return static
+        if runner == "static":
+            raise ValueError(f"runner 'static' cannot run this model: {reason}; use runner 'hf'")
     from .runners import HFRunner
-    from .speculative import Engine
+
+    return HFRunner(model)
+
+
+def build_engine(loaded: Any, *, draft: Any = "auto", max_draft_tokens: int = 8, vocabulary: Any = None, runner: str = "auto") -> Any:
+    """A speculative Engine for `loaded` with the chosen proposer and runner (`make_runner`)."""
+    from .speculative import Engine, check_draft_limit
 
     vocabulary = vocabulary if vocabulary is not None else make_vocabulary(loaded)
-    proposer = make_proposer(draft, loaded, vocabulary) if max_draft_tokens > 0 else None
+    proposer = make_proposer(draft, loaded, vocabulary) if check_draft_limit(max_draft_tokens) > 0 else None
+    if proposer is not None:
+        check_speculation_dtype(loaded.model)
     tokenizer = loaded.tokenizer
     return Engine(
-        HFRunner(loaded.model),
+        make_runner(loaded.model, runner),
         eos_token_id=int(tokenizer.eos_token_id),
         proposer=proposer,
         vocabulary_limit=loaded.vocab_size,
         decode=lambda ids: tokenizer.decode(ids, skip_special_tokens=True),
-        max_draft_tokens=max(max_draft_tokens, 1),
+        max_draft_tokens=max_draft_tokens,
     )
+
+
+def check_speculation_dtype(model: Any) -> None:
+    """Speculation is offered only in a dtype whose verification drift (k + 1 rows scored together
+    vs one) is measured no larger than plain decoding's drift between batch sizes on that device
+    (devices.SPECULATION_DRIFT). Measured worse: DeviceError (a ValueError naming `dtype`); not
+    measured: a warning naming the command that measures it."""
+    import warnings
+
+    from .devices import DeviceError, speculation_dtype_check
+
+    parameter = next(model.parameters())
+    reason = speculation_dtype_check(parameter.device, parameter.dtype)
+    if reason is None:
+        return
+    if reason.startswith("refused"):
+        raise DeviceError("dtype", f"speculation {reason}")
+    warnings.warn(f"speculation in {str(parameter.dtype).removeprefix('torch.')} on {parameter.device.type}: {reason}", RuntimeWarning, stacklevel=3)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LoadedModel", "load_model", "default_model_path", "cache_dir", "DEFAULT_MODEL"]
+__all__ = ["LoadedModel", "load_model", "resolve_model_folder", "default_model_path", "cache_dir", "DEFAULT_MODEL"]
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 _GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -115,28 +116,102 @@ def _load_default(dtype: Any, verbose: bool) -> tuple[Any, Any]:
     return model, tokenizer
 
 
-def load_model(model: str | os.PathLike | None = None, dtype: Any = None, verbose: bool = True) -> LoadedModel:
-    """Load the default model (None or "default") or a local Hugging Face model folder, offline.
+_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 
-    Returns the model in eval mode with its tokenizer. Raises FileNotFoundError with a clear
-    message when the folder does not exist.
+
+def resolve_model_folder(model: str) -> Path:
+    """A local HF model folder for `model`: the folder itself, or, for a model id such as
+    "HuggingFaceTB/SmolLM2-360M-Instruct" that is not a folder here, its snapshot in the local
+    Hugging Face cache ($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub), found
+    offline. FileNotFoundError saying what was tried otherwise."""
+    folder = Path(model).expanduser()
+    if (folder / "config.json").is_file():
+        return folder
+    if folder.exists():
+        raise FileNotFoundError(f"model folder {folder} has no config.json (expected a local Hugging Face model folder)")
+    if _REPO_ID.fullmatch(model):
+        cached = _cached_snapshot(model)
+        if cached is not None:
+            return cached
+        raise FileNotFoundError(
+            f"model {model!r} is neither a local folder nor in the local Hugging Face cache ({_hub_cache()}); "
+            f"download it once (`huggingface-cli download {model}`) or pass a model folder"
+        )
+    raise FileNotFoundError(f"model folder {folder} does not exist (expected a local Hugging Face model folder or a cached model id)")
+
+
+def _hub_cache() -> str:
+    # Read at call time (huggingface_hub reads its environment once, at import).
+    if os.environ.get("HF_HUB_CACHE"):
+        return os.environ["HF_HUB_CACHE"]
+    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
+    return os.path.join(home, "hub")
+
+
+def _cached_snapshot(repo_id: str) -> Path | None:
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        return None
+    try:
+        path = Path(snapshot_download(repo_id, cache_dir=_hub_cache(), local_files_only=True))
+    except Exception:  # not cached (LocalEntryNotFoundError and friends): the caller explains
+        return None
+    return path if (path / "config.json").is_file() else None
+
+
+def load_model(
+    model: str | os.PathLike | None = None, dtype: Any = None, verbose: bool = True, *, device: Any = None
+) -> LoadedModel:
+    """Load the default model (None or "default"), a local Hugging Face model folder, or a model
+    id already in the local Hugging Face cache; offline.
+
+    dtype: "auto" / None (float32), "float32", "bfloat16", "float16" or a torch dtype.
+    device: None / "cpu" (the default: this low-level loader keeps the model where it always put
+        it), "auto" (the first CUDA device when present, else the CPU; what Generator, the CLI and
+        the server default to), "cuda[:N]" or a torch.device. Both are checked before anything
+        loads (`devices.DeviceError`, a ValueError).
+    Returns the model in eval mode on `device` with its tokenizer. Raises FileNotFoundError with a
+    clear message when the folder does not exist and the id is not cached.
     """
-    import torch
+    from .devices import resolve_device, resolve_dtype
 
-    dtype = dtype or torch.float32
+    dtype = resolve_dtype(dtype)
+    device = resolve_device("cpu" if device is None else device)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     start = time.perf_counter()
     if model is None or str(model) in ("default", DEFAULT_MODEL):
         hf_model, tokenizer = _load_default(dtype, verbose)
+        _check_default_tokenizer(tokenizer)
         name = DEFAULT_MODEL
     else:
-        folder = Path(model).expanduser()
-        if not (folder / "config.json").is_file():
-            raise FileNotFoundError(f"model folder {folder} has no config.json (expected a local Hugging Face model folder)")
+        folder = resolve_model_folder(str(model))
         hf_model, tokenizer = _load_hf_folder(folder, dtype)
-        name = folder.name
+        name = folder.name if Path(model).expanduser().exists() else str(model)  # a cached id keeps its id
     hf_model.eval()
+    if device.type != "cpu":
+        hf_model.to(device)
     if verbose:
-        _log(f"loaded {name} in {time.perf_counter() - start:.1f} s")
+        _log(f"loaded {name} in {time.perf_counter() - start:.1f} s ({device}, {str(dtype).removeprefix('torch.')})")
     return LoadedModel(model=hf_model, tokenizer=tokenizer, name=name)
+
+
+def _check_default_tokenizer(tokenizer: Any) -> None:
+    """The default model's tokenizer as its GGUF defines it. Some transformers versions convert the
+    GGUF tokenizer wrongly (a Llama tokenizer with extra tokens, BOS added, EOS = <|im_start|>),
+    which would silently change every prompt and the stop token: fail loudly instead."""
+    expected = {"tokens": 49152, "eos": "<|im_end|>", "encode": [504, 3575, 282, 4649, 314]}
+    got = {
+        "tokens": len(tokenizer),
+        "eos": tokenizer.eos_token,
+        "encode": list(tokenizer.encode("The capital of France is")),
+    }
+    if got != expected:
+        import transformers
+
+        raise RuntimeError(
+            f"the default model's tokenizer was converted wrongly by transformers {transformers.__version__} "
+            f"(got {got}, expected {expected}); install a transformers version in the tested range (see README, "
+            f"'Devices and environments') and delete {cache_dir() / (DEFAULT_MODEL + '-float32')}"
+        )

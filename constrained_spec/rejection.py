@@ -92,9 +92,11 @@ def draw_randomness(
     """Per request, in this order: k uniforms, then V exponentials, from that request's generator.
 
     A request's numbers depend only on its own generator, never on the rest of the batch, so a
-    seeded request gives the same output alone or batched. Generators live on the CPU.
+    seeded request gives the same output alone or batched. Each request's numbers are drawn on
+    its generator's device (the engine keeps generators on the model's device, so nothing V-wide
+    crosses the bus) and land on `device`.
     greedy: per request; a greedy request never reads its exponentials (its tokens are argmaxes),
-    so it draws none and gets a row of ones: the V-wide draw is the costliest part of a step.
+    so it draws none and keeps a row of ones: the V-wide draw is the costliest part of a step.
     Exp(1) noise is -log(1 - u) of float64 uniforms (53 bits: the tail is cut at E = 36.7, not
     at the 16.6 of float32 uniforms), ~3x cheaper here than `Tensor.exponential_`.
     """
@@ -102,17 +104,18 @@ def draw_randomness(
         raise ValueError("one generator per request is needed")
     if greedy is not None and len(greedy) != len(generators):
         raise ValueError("greedy needs one flag per request")
-    uniforms, exponentials = [], []
+    device = torch.device(device)
+    uniforms = []
+    exponentials = torch.ones(len(generators), vocab_size, dtype=torch.float32, device=device)  # [B, V]
     for b, (gen, k) in enumerate(zip(generators, num_draft_tokens)):
-        uniforms.append(torch.rand(k, generator=gen, dtype=torch.float32))
-        if greedy is not None and greedy[b]:
-            exponentials.append(torch.ones(vocab_size, dtype=torch.float32))
-        else:
-            u = torch.rand(vocab_size, generator=gen, dtype=torch.float64)  # [V] in [0, 1)
-            exponentials.append(u.neg_().log1p_().neg_().to(torch.float32))  # -log(1 - u) ~ Exp(1)
+        where = gen.device if gen is not None else torch.device("cpu")
+        uniforms.append(torch.rand(k, generator=gen, dtype=torch.float32, device=where).to(device))
+        if greedy is None or not greedy[b]:
+            u = torch.rand(vocab_size, generator=gen, dtype=torch.float64, device=where)  # [V] in [0, 1)
+            exponentials[b] = u.neg_().log1p_().neg_().to(device, torch.float32)  # -log(1 - u) ~ Exp(1)
     return SamplerRandomness(
-        uniforms=torch.cat(uniforms).to(device) if uniforms else torch.empty(0, device=device),
-        exponentials=torch.stack(exponentials).to(device) if exponentials else torch.empty(0, vocab_size, device=device),
+        uniforms=torch.cat(uniforms) if uniforms else torch.empty(0, device=device),
+        exponentials=exponentials,
     )
 
 
@@ -180,8 +183,8 @@ def rejection_sample(
             j = next((i for i in range(k) if x[i] != choices[i]), k)
             emitted = choices[j]
         else:
-            index = torch.tensor(x, dtype=torch.long)
-            px = rows[torch.arange(k), index].tolist() if k else []  # p_j(x_j)
+            index = torch.tensor(x, dtype=torch.long, device=rows.device)  # [k], beside the rows it indexes
+            px = rows[torch.arange(k, device=rows.device), index].tolist() if k else []  # p_j(x_j)
             if draft_probs is None:
                 qx = [1.0] * k
             else:

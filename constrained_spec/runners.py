@@ -24,6 +24,9 @@ from typing import Any, Protocol
 
 import torch
 
+from .devices import upload
+from .runner_check import cache_keyword, check_model_runner
+
 __all__ = ["Runner", "CallableRunner", "HFRunner"]
 
 
@@ -127,17 +130,23 @@ class HFRunner:
     another length; ~3e-5 here, like batching), see tests/spec/test_model.py.
     """
 
-    def __init__(self, model: Any, batched: bool = True, prefix_cache_size: int = 8, min_prefix: int = 8) -> None:
+    def __init__(self, model: Any, batched: bool = True, prefix_cache_size: int = 8, min_prefix: int = 8, self_check: bool = True) -> None:
         if prefix_cache_size < 0 or min_prefix < 1:
             raise ValueError(f"need prefix_cache_size >= 0 and min_prefix >= 1, got {prefix_cache_size}, {min_prefix}")
         self.model = model
         self.batched = batched
-        self.device = next(model.parameters()).device
+        parameter = next(model.parameters())
+        self.device = parameter.device
         self._vocab_size = int(model.get_output_embeddings().weight.shape[0])
+        # transformers renamed the forward's cache keyword in 5.24 and older versions silently
+        # ignore unknown keywords: take the one this model's forward declares.
+        self._cache_keyword = cache_keyword(model)
         self._states: dict[str, _HFState] = {}
         self.prefix_cache_size, self.min_prefix = prefix_cache_size, min_prefix
         self._prefixes: OrderedDict[tuple[int, ...], list[tuple[torch.Tensor, torch.Tensor]]] = OrderedDict()  # prompt -> per-layer (K, V) [1, H, L, D], LRU
         self.prefix_hits = 0  # prompt tokens served from the prefix cache
+        if self_check:  # once per model, device, dtype and batching in this process (runner_check.py)
+            check_model_runner(self, model, "HFRunner", key=batched)
 
     @property
     def vocab_size(self) -> int:
@@ -182,9 +191,9 @@ class HFRunner:
         if state.cache is None:
             state.cache = DynamicCache()
         feed = state.pending + [int(t) for t in new_ids]
-        ids = torch.tensor([feed], dtype=torch.long, device=self.device)  # [1, T]
+        ids = upload(torch.tensor([feed], dtype=torch.long), self.device)  # [1, T]
         with torch.no_grad():
-            out = self.model(input_ids=ids, cache=state.cache, use_cache=True, logits_to_keep=len(new_ids))
+            out = self.model(input_ids=ids, use_cache=True, logits_to_keep=len(new_ids), **{self._cache_keyword: state.cache})
         state.length += len(feed)
         state.pending = []
         if state.prompt:
@@ -229,7 +238,7 @@ class HFRunner:
         cache = DynamicCache(ddp_cache_data=layers) if layers else DynamicCache()
         dev = self.device
         with torch.no_grad():
-            out = self.model(input_ids=ids.to(dev), attention_mask=mask.to(dev), position_ids=positions.to(dev), cache=cache, use_cache=True)
+            out = self.model(input_ids=upload(ids, dev), attention_mask=upload(mask, dev), position_ids=upload(positions, dev), use_cache=True, **{self._cache_keyword: cache})
         results = []
         for b, ((state, new), feed) in enumerate(zip(items, feeds)):
             start = past - state.length

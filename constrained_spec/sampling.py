@@ -14,14 +14,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 
 import torch
 
 from .bitmask import apply_bitmask_
+from .devices import upload
 
 __all__ = ["SamplingParams", "process_logits", "filtered_logits", "history_tensors"]
+
+# Field metadata: which fields `filtered_logits` / `process_logits` read ("processing"), and of
+# those, which read the token history when not at their default ("history"). The engine batches
+# requests by exactly these fields, so a field read by processing but not marked here would let
+# unlike requests share one processing call (tests/test_sampling_fields.py holds the marks to the code).
+_PROCESSING = {"processing": True}
+_HISTORY = {"processing": True, "history": True}
 
 
 @dataclass(frozen=True)
@@ -31,14 +39,14 @@ class SamplingParams:
     top_k = 0 (or -1), top_p = 1 and min_p = 0 disable those filters.
     """
 
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    min_p: float = 0.0
-    repetition_penalty: float = 1.0
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
-    logit_bias: Mapping[int, float] = field(default_factory=dict)
+    temperature: float = field(default=1.0, metadata=_PROCESSING)
+    top_k: int = field(default=0, metadata=_PROCESSING)
+    top_p: float = field(default=1.0, metadata=_PROCESSING)
+    min_p: float = field(default=0.0, metadata=_PROCESSING)
+    repetition_penalty: float = field(default=1.0, metadata=_HISTORY)
+    presence_penalty: float = field(default=0.0, metadata=_HISTORY)
+    frequency_penalty: float = field(default=0.0, metadata=_HISTORY)
+    logit_bias: Mapping[int, float] = field(default_factory=dict, metadata=_PROCESSING)
     seed: int | None = None
     max_tokens: int = 256
     stop: tuple[str, ...] = ()
@@ -80,11 +88,25 @@ class SamplingParams:
     def greedy(self) -> bool:
         return self.temperature == 0
 
+    @property
+    def needs_history(self) -> bool:
+        """Does processing read the prompt / output tokens (a history penalty is on)?"""
+        return any(getattr(self, f.name) != f.default for f in fields(self) if f.metadata.get("history"))
+
+    def processing_key(self) -> tuple:
+        """The values of every field processing reads: requests with equal keys may share one
+        `process_logits` call (their rows differ only through logits, mask and history)."""
+        return tuple(_hashable(getattr(self, f.name)) for f in fields(self) if f.metadata.get("processing"))
+
     def replace(self, **changes: object) -> "SamplingParams":
         values = {name: getattr(self, name) for name in self.__dataclass_fields__}
         values["logit_bias"] = dict(values["logit_bias"])
         values.update(changes)
         return SamplingParams(**values)
+
+
+def _hashable(value: object) -> object:
+    return tuple(sorted(value.items())) if isinstance(value, Mapping) else value
 
 
 def _output_counts(rows: int, vocab: int, output_ids: Sequence[int], draft_ids: Sequence[int], device: torch.device) -> torch.Tensor:
@@ -119,10 +141,15 @@ def history_tensors(
             count_idx.extend(base + t for t in draft[:j])
             prompt_idx.extend(base + t for t in prompt)
         row += k + 1
+    # Only the token ids cross to the device; the [rows, V] tables are built there (index_add_,
+    # not bincount, which would read the largest id back to the host on CUDA).
     size = row * vocab
-    counts = torch.bincount(torch.tensor(count_idx, dtype=torch.long), minlength=size).view(row, vocab)
-    prompt_mask = torch.bincount(torch.tensor(prompt_idx, dtype=torch.long), minlength=size).view(row, vocab) > 0
-    return counts.to(device, torch.float32), prompt_mask.to(device)
+    flat = upload(torch.tensor(count_idx + prompt_idx, dtype=torch.long), device)  # [n_counts + n_prompt]
+    counts = torch.zeros(size, dtype=torch.float32, device=device)
+    counts.index_add_(0, flat[: len(count_idx)], torch.ones(len(count_idx), device=device))
+    prompt_mask = torch.zeros(size, dtype=torch.bool, device=device)
+    prompt_mask[flat[len(count_idx) :]] = True
+    return counts.view(row, vocab), prompt_mask.view(row, vocab)
 
 
 def filtered_logits(
@@ -136,6 +163,7 @@ def filtered_logits(
     *,
     output_counts: torch.Tensor | None = None,
     prompt_mask: torch.Tensor | None = None,
+    check_rows: bool = True,
 ) -> torch.Tensor:
     """Every processing step except the final temperature + softmax. Returns new float32 logits
     `[rows, V]` (untempered) with -inf on every token that p must give zero probability.
@@ -146,18 +174,19 @@ def filtered_logits(
     output_counts / prompt_mask: per-row history given directly (float `[rows, V]` counts of
     output + draft prefix, bool `[rows, V]` prompt tokens; see `history_tensors`) instead of the
     id lists, so rows of many requests sharing params are processed in one call.
+    check_rows: raise when a row allows no token. It reads the result back to the host, a device
+    sync on CUDA, so the engine turns it off there and checks within its one sync per step.
     A Triton kernel given these logits and `params.temperature` computes the same p.
     """
     if logits.ndim != 2:
         raise ValueError(f"logits must be [rows, V], got shape {tuple(logits.shape)}")
     rows, vocab = logits.shape
-    needs_history = params.repetition_penalty != 1.0 or bool(params.presence_penalty) or bool(params.frequency_penalty)
     if output_counts is None and rows > len(draft_ids) + 1:
         raise ValueError(f"{rows} logit rows need at least {rows - 1} draft ids, got {len(draft_ids)}")
     out = logits.to(torch.float32).clone()
     device = out.device
 
-    if needs_history and output_counts is None:
+    if params.needs_history and output_counts is None:
         output_counts = _output_counts(rows, vocab, output_ids, draft_ids, device)
     if params.repetition_penalty != 1.0:
         seen = output_counts > 0
@@ -170,15 +199,15 @@ def filtered_logits(
     if params.presence_penalty or params.frequency_penalty:
         out -= params.frequency_penalty * output_counts + params.presence_penalty * (output_counts > 0).float()
     if params.logit_bias:
-        ids = torch.tensor(list(params.logit_bias.keys()), dtype=torch.long, device=device)
-        if int(ids.max()) >= vocab:
-            raise ValueError(f"logit_bias names token {int(ids.max())}, beyond the vocabulary of {vocab}")
-        out[:, ids] += torch.tensor(list(params.logit_bias.values()), dtype=torch.float32, device=device)
+        if max(params.logit_bias) >= vocab:
+            raise ValueError(f"logit_bias names token {max(params.logit_bias)}, beyond the vocabulary of {vocab}")
+        ids = upload(torch.tensor(list(params.logit_bias.keys()), dtype=torch.long), device)
+        out[:, ids] += upload(torch.tensor(list(params.logit_bias.values()), dtype=torch.float32), device)
     if bitmask is not None:
         apply_bitmask_(out, bitmask)
     if vocab_limit is not None and vocab_limit < vocab:
         out[:, vocab_limit:] = float("-inf")
-    if not torch.isfinite(out.max(dim=-1).values).all():
+    if check_rows and not torch.isfinite(out.max(dim=-1).values).all():
         raise ValueError("a row has no allowed token: the grammar mask (or vocabulary limit) forbids every token")
     if params.greedy:
         return out

@@ -71,8 +71,13 @@ def resolve_schema(schema: Any) -> ResolvedSchema:
     if isinstance(schema, (str, bytes)):
         try:
             schema = json.loads(schema)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"the schema string is not valid JSON: {exc}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            from .inputs import schema_path_hint
+
+            hint = schema_path_hint(schema) if isinstance(schema, str) else ""
+            raise ValueError(f"the schema string is not valid JSON: {exc}{hint}") from None
+        except RecursionError:
+            raise ValueError("the schema string is nested too deeply to parse") from None
     if isinstance(schema, (Mapping, list, tuple, int, float)) or schema is None:  # JSON values, not types
         checked = check_json_schema(schema)
         return ResolvedSchema(checked, _parse_with_jsonschema(checked), str(checked.get("title", "schema")))
@@ -109,18 +114,25 @@ def _first_line(exc: Exception) -> str:
 def load_schema_file(path: str) -> dict[str, Any]:
     """Read a JSON schema from a file, or from stdin when `path` is "-"."""
     if path == "-":
-        text, where = sys.stdin.read(), "stdin"
+        from .inputs import read_stdin_text
+
+        text, where = read_stdin_text("the schema on stdin"), "stdin"
     else:
         file = Path(path).expanduser()
         if not file.is_file():
             raise ValueError(f"schema file not found: {path}")
-        text, where = file.read_text(encoding="utf-8"), str(path)
+        try:
+            text, where = file.read_text(encoding="utf-8"), str(path)
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"the schema file {path} is not valid UTF-8: byte 0x{exc.object[exc.start]:02x} at offset {exc.start}") from None
     if not text.strip():
         raise ValueError(f"the schema in {where} is empty")
     try:
         schema = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"the schema in {where} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ValueError(f"the schema in {where} is nested too deeply to parse") from None
     return check_json_schema(schema)
 
 

@@ -7,6 +7,8 @@
 - `toy_vocabulary()`: a `Vocabulary` of short strings plus an EOS token, for grammar backends.
 - `ToyDFAGrammar`: a `CompiledGrammar` from an explicit DFA over token ids, with the full
   `GrammarMatcher` protocol, and `complete_sequences()` to enumerate what it accepts.
+- `tiny_hf_model()`: a random one-layer HF Llama with a byte-level tokenizer, for fast
+  end-to-end tests of `Generator` and the server (needs transformers).
 
 Public so users can run the whole engine without a real model (`CallableRunner(ToyLM(...))`).
 """
@@ -15,13 +17,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
 from .bitmask import bitmask_width
+from .devices import upload
 from .grammar.protocol import GrammarError
 
-__all__ = ["ToyLM", "toy_vocabulary", "TOY_TOKENS", "ToyDFAGrammar", "ToyDFAMatcher"]
+if TYPE_CHECKING:
+    from .models import LoadedModel
+
+__all__ = ["ToyLM", "toy_vocabulary", "TOY_TOKENS", "ToyDFAGrammar", "ToyDFAMatcher", "tiny_hf_model", "save_tiny_hf_model"]
 
 # Token 0 is EOS; the rest are short strings with shared prefixes so forced-string proposers and
 # tokenization ambiguity both show up.
@@ -56,20 +63,28 @@ class ToyLM:
     def __call__(self, input_ids: torch.Tensor) -> torch.Tensor:
         if input_ids.ndim != 2:
             raise ValueError(f"input_ids must be [B, T], got shape {tuple(input_ids.shape)}")
-        ids = input_ids.long()
+        device = self.cur.device
+        ids = upload(input_ids.long(), device)
         batch, length = ids.shape
-        prev_ids = torch.cat([torch.full((batch, 1), self.vocab_size, dtype=torch.long), ids[:, :-1]], dim=1)  # [B, T]
-        positions = torch.arange(length).clamp_max(self.pos.shape[0] - 1)  # [T]
+        prev_ids = torch.cat([torch.full((batch, 1), self.vocab_size, dtype=torch.long, device=device), ids[:, :-1]], dim=1)  # [B, T]
+        positions = torch.arange(length, device=device).clamp_max(self.pos.shape[0] - 1)  # [T]
         return self.cur[ids] + self.prev[prev_ids] + self.pos[positions]  # [B, T, V]
+
+    def to(self, device: torch.device | str) -> "ToyLM":
+        """The same model with its tables on `device` (its logits are then computed there)."""
+        other = ToyLM.__new__(ToyLM)
+        other.vocab_size = self.vocab_size
+        other.cur, other.prev, other.pos = (t.to(device) for t in (self.cur, self.prev, self.pos))
+        return other
 
     def perturbed(self, noise: float = 0.7, seed: int = 1) -> "ToyLM":
         """A draft model: this model's tables plus seeded Gaussian noise (acceptance well below 1)."""
         gen = torch.Generator().manual_seed(seed)
         other = ToyLM.__new__(ToyLM)
         other.vocab_size = self.vocab_size
-        other.cur = self.cur + noise * torch.randn(self.cur.shape, generator=gen)
-        other.prev = self.prev + noise * torch.randn(self.prev.shape, generator=gen)
-        other.pos = self.pos + noise * torch.randn(self.pos.shape, generator=gen)
+        other.cur = self.cur + noise * torch.randn(self.cur.shape, generator=gen).to(self.cur.device)
+        other.prev = self.prev + noise * torch.randn(self.prev.shape, generator=gen).to(self.cur.device)
+        other.pos = self.pos + noise * torch.randn(self.pos.shape, generator=gen).to(self.cur.device)
         return other
 
 
@@ -220,3 +235,67 @@ class ToyDFAMatcher:
         other._states = list(self._states)
         other._terminated = self._terminated
         return other
+
+
+def tiny_hf_model(seed: int = 0, hidden_size: int = 32) -> LoadedModel:
+    """A `LoadedModel` small enough for end-to-end tests of `Generator` and the server: a random
+    one-layer Llama over a byte-level tokenizer of the 256 bytes plus EOS (no merges, no chat
+    template). Its outputs are noise, but every constraint and code path is the real one."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    from .models import LoadedModel
+
+    vocab = {char: i for i, char in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
+    eos = vocab["<|endoftext|>"] = len(vocab)
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.add_special_tokens(["<|endoftext|>"])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|endoftext|>")
+    config = LlamaConfig(
+        vocab_size=len(vocab), hidden_size=hidden_size, intermediate_size=2 * hidden_size, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=2048,
+        bos_token_id=eos, eos_token_id=eos, pad_token_id=eos,
+    )
+    with torch.random.fork_rng():  # seeded weights without touching the caller's RNG
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config).eval()
+    return LoadedModel(model=model, tokenizer=tokenizer, name=f"tiny-random-llama-{seed}")
+
+
+_TINY_CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def save_tiny_hf_model(folder: str | os.PathLike, *, max_positions: int = 256, seed: int = 0) -> str:
+    """Write a tiny random Llama causal LM with a byte-level tokenizer (256 bytes + 3 ChatML
+    specials, EOS = <|im_end|>) as a local Hugging Face folder; returns the folder.
+
+    For surface tests (CLI, API, server) that need a real HF model and tokenizer but not a good
+    one: it loads in well under a second and grammars over its 259 tokens compile instantly.
+    `max_positions` is its context length (max_position_embeddings)."""
+    import transformers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    byte_chars = pre_tokenizers.ByteLevel.alphabet()  # the 256 printable stand-ins for bytes
+    vocab = {ch: i for i, ch in enumerate(sorted(byte_chars))}
+    core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    core.decoder = decoders.ByteLevel()
+    tokenizer = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=core, eos_token="<|im_end|>", bos_token="<|im_start|>", pad_token="<|endoftext|>",
+    )
+    tokenizer.chat_template = _TINY_CHAT_TEMPLATE
+    config = transformers.LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=max_positions, eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.bos_token_id, pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True,
+    )
+    torch.manual_seed(seed)
+    model = transformers.LlamaForCausalLM(config).eval()
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)

@@ -1,11 +1,11 @@
 """Fused kernels, installed as `constrained_spec.kernels`.
 
 One entry point: `rejection_sample_logits`, the whole verification step of speculative decoding
-(grammar mask + temperature + softmax + exact rejection sampling) for a ragged batch. Backends:
-"torch" (eager mask + softmax + the reference `rejection.rejection_sample`), "triton" (the fused
-kernel in `rejection_triton.py`, imported only when used) and "auto" (Triton for CUDA tensors
-when Triton is installed, torch otherwise). Both backends consume the same `draw_randomness`
-numbers and return the same tokens.
+(grammar mask + temperature + softmax + exact rejection sampling) for a ragged batch. Kernels
+(`kernel=`; "backend" is the grammar's word): "torch" (eager mask + softmax + the reference
+`rejection.rejection_sample`), "triton" (the fused kernel in `rejection_triton.py`, imported only
+when used) and "auto" (Triton for CUDA tensors when Triton is installed, torch otherwise). Both
+take one `VerifyBatch`, consume the same `draw_randomness` numbers and return the same tokens.
 """
 
 from __future__ import annotations
@@ -17,11 +17,17 @@ import torch
 
 from constrained_spec.rejection import SamplerRandomness
 
-from .inputs import check_shapes, check_values
+from .inputs import VerifyBatch
 
-__all__ = ["rejection_sample_logits", "BACKENDS"]
+__all__ = ["rejection_sample_logits", "check_kernel", "KERNELS", "VerifyBatch"]
 
-BACKENDS = ("auto", "torch", "triton")
+KERNELS = ("auto", "torch", "triton")
+
+
+def check_kernel(kernel: object) -> None:
+    """ValueError unless `kernel` names a rejection kernel."""
+    if kernel not in KERNELS:
+        raise ValueError(f"unknown kernel {kernel!r}: choose one of {', '.join(KERNELS)}")
 
 
 def _triton_available() -> bool:
@@ -38,9 +44,10 @@ def rejection_sample_logits(
     cu_num_draft_tokens: torch.Tensor,
     draft_probs: torch.Tensor | None,
     randomness: SamplerRandomness,
-    backend: str = "auto",
+    kernel: str = "auto",
     *,
     max_num_draft_tokens: int | None = None,
+    backend: None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Verify a ragged batch of drafts against the target's logits in one step.
 
@@ -56,7 +63,7 @@ def rejection_sample_logits(
     draft_probs: `[D, V]` q for each draft position, or None when every draft is one-hot (n-gram,
         grammar-forced proposers).
     randomness: from `rejection.draw_randomness(generators, num_draft_tokens, V)`.
-    backend: "auto" | "torch" | "triton".
+    kernel: "auto" | "torch" | "triton" (the old name `backend=` raises a TypeError saying so).
     max_num_draft_tokens: max_k, the output width minus one. Pass it on CUDA to avoid a device
         sync; computed from `cu_num_draft_tokens` when None.
     Returns (output_token_ids long `[B, max_k + 1]` padded with -1, num_accepted long `[B]`).
@@ -66,31 +73,28 @@ def rejection_sample_logits(
     q(x) > 0, at least one allowed token per row); on CUDA that would cost a sync, so there the
     caller guarantees them (the kernel then rejects a draft with q(x) = 0 or an invalid id).
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+    if backend is not None:
+        raise TypeError("rejection_sample_logits: backend= is now kernel= (grammar backends are another thing)")
+    check_kernel(kernel)
     if not isinstance(temperature, torch.Tensor):
         temperature = torch.tensor(list(temperature), dtype=torch.float32)
     temperature = temperature.to(logits.device, torch.float32)
-    check_shapes(logits, bitmask, temperature, draft_token_ids, cu_num_draft_tokens, draft_probs, randomness)
-    check_values(logits, bitmask, temperature, draft_token_ids, cu_num_draft_tokens, draft_probs, max_num_draft_tokens)
-    if backend == "auto":
-        backend = "triton" if logits.is_cuda and _triton_available() else "torch"
-    if backend == "torch":
+    batch = VerifyBatch(logits, bitmask, temperature, draft_token_ids, cu_num_draft_tokens, draft_probs, randomness)
+    batch.check_shapes()
+    batch.check_values(max_num_draft_tokens)
+    if kernel == "auto":
+        kernel = "triton" if logits.is_cuda and _triton_available() else "torch"
+    if kernel == "torch":
         from .rejection_torch import rejection_sample_logits_torch
 
-        out, num_accepted = rejection_sample_logits_torch(
-            logits, bitmask, temperature, draft_token_ids, cu_num_draft_tokens, draft_probs, randomness
-        )
+        out, num_accepted = rejection_sample_logits_torch(batch)
         if max_num_draft_tokens is not None and max_num_draft_tokens + 1 > out.shape[1]:
             out = torch.nn.functional.pad(out, (0, max_num_draft_tokens + 1 - out.shape[1]), value=-1)
         return out, num_accepted
     if not _triton_available():
-        raise ValueError("backend='triton' needs the triton package: pip install 'constrained_spec[triton]'")
+        raise ValueError("kernel='triton' needs the triton package: pip install 'constrained_spec[triton]'")
     from .rejection_triton import rejection_sample_logits_triton
 
     if max_num_draft_tokens is None:
         max_num_draft_tokens = int((cu_num_draft_tokens[1:] - cu_num_draft_tokens[:-1]).max())
-    return rejection_sample_logits_triton(
-        logits, bitmask, temperature, draft_token_ids, cu_num_draft_tokens, draft_probs, randomness,
-        max_num_draft_tokens,
-    )
+    return rejection_sample_logits_triton(batch, max_num_draft_tokens)

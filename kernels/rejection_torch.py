@@ -8,7 +8,9 @@ from __future__ import annotations
 import torch
 
 from constrained_spec.bitmask import apply_bitmask_
-from constrained_spec.rejection import SamplerRandomness, rejection_sample
+from constrained_spec.rejection import rejection_sample
+
+from .inputs import VerifyBatch
 
 __all__ = ["target_probs", "rejection_sample_logits_torch"]
 
@@ -29,14 +31,6 @@ def target_probs(
     return torch.where(greedy.unsqueeze(1), one_hot, probs)
 
 
-def rejection_sample_logits_torch(
-    logits: torch.Tensor,
-    bitmask: torch.Tensor | None,
-    temperature: torch.Tensor,
-    draft_token_ids: torch.Tensor,
-    cu_num_draft_tokens: torch.Tensor,
-    draft_probs: torch.Tensor | None,
-    randomness: SamplerRandomness,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    probs = target_probs(logits, bitmask, temperature, cu_num_draft_tokens)
-    return rejection_sample(probs, draft_token_ids, cu_num_draft_tokens, draft_probs, randomness, temperature == 0)
+def rejection_sample_logits_torch(batch: VerifyBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    probs = target_probs(batch.logits, batch.bitmask, batch.temperature, batch.cu_num_draft_tokens)
+    return rejection_sample(probs, batch.draft_token_ids, batch.cu_num_draft_tokens, batch.draft_probs, batch.randomness, batch.temperature == 0)

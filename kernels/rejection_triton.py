@@ -17,8 +17,10 @@ Traffic: every logits row once, plus one extra row, one q row and one noise row 
 request. Rows after a rejection are read by launch 1 although they are never used; skipping them
 would serialise launch 1 behind launch 2.
 
-On a machine without CUDA, Triton runs only in its interpreter (TRITON_INTERPRET=1, read when the
-@triton.jit decorators below execute), so this module turns it on when no GPU is present.
+On a machine without CUDA, Triton runs only in its interpreter, chosen by TRITON_INTERPRET=1 when
+triton is first imported and when the @triton.jit decorators below run. This module sets it for
+exactly that moment (only when there is no CUDA device and the caller did not set it) and restores
+the environment at its end: importing it leaves os.environ as it was.
 """
 
 from __future__ import annotations
@@ -27,20 +29,23 @@ import os
 
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+_SAVED_INTERPRET = os.environ.get("TRITON_INTERPRET")
+if not torch.cuda.is_available() and _SAVED_INTERPRET is None:
+    os.environ["TRITON_INTERPRET"] = "1"
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.runtime.interpreter import InterpretedFunction  # noqa: E402
 
 if not torch.cuda.is_available() and not isinstance(tl.max, InterpretedFunction):
+    if _SAVED_INTERPRET is None:
+        del os.environ["TRITON_INTERPRET"]
     raise RuntimeError(
         "no CUDA device, so Triton can only run in its interpreter, but triton was imported before "
         "TRITON_INTERPRET=1 was set: set it before anything imports triton (e.g. torch._dynamo)"
     )
 
-from constrained_spec.rejection import SamplerRandomness  # noqa: E402
+from .inputs import VerifyBatch  # noqa: E402
 
 __all__ = ["rejection_sample_logits_triton"]
 
@@ -199,25 +204,21 @@ def _tile(vocab: int, words_per_block: int | None, rows_per_program: int | None)
     vocabularies pack several rows (or requests) per program instead, up to 4096 elements per
     tile on a GPU (registers) and 2**16 in the interpreter (whose cost is per program, not per element)."""
     words = words_per_block or min(64, triton.next_power_of_2((vocab + 31) // 32))
-    tile = 2**16 if triton.knobs.runtime.interpret else 4096
+    tile = 2**16 if INTERPRETED else 4096
     rows = rows_per_program or max(1, min(tile // 16, tile // (32 * words)))
     return rows, words
 
 
 def rejection_sample_logits_triton(
-    logits: torch.Tensor,
-    bitmask: torch.Tensor | None,
-    temperature: torch.Tensor,
-    draft_token_ids: torch.Tensor,
-    cu_num_draft_tokens: torch.Tensor,
-    draft_probs: torch.Tensor | None,
-    randomness: SamplerRandomness,
+    verify: VerifyBatch,
     max_num_draft_tokens: int,
     words_per_block: int | None = None,
     rows_per_program: int | None = None,
     num_warps: int = 8,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Launch both kernels. Arguments as in `constrained_spec.kernels.rejection_sample_logits`."""
+    """Launch both kernels. Fields as in `constrained_spec.kernels.rejection_sample_logits`."""
+    logits, bitmask, temperature, draft_probs, randomness = verify.logits, verify.bitmask, verify.temperature, verify.draft_probs, verify.randomness
+    draft_token_ids, cu_num_draft_tokens = verify.draft_token_ids, verify.cu_num_draft_tokens
     num_tokens, vocab = logits.shape
     batch = cu_num_draft_tokens.numel() - 1
     device = logits.device
@@ -251,3 +252,9 @@ def rejection_sample_logits_triton(
         HAS_MASK=has_mask, HAS_DRAFT_PROBS=has_q, ROWS=rows, WORDS=words, num_warps=num_warps,
     )
     return out, num_accepted
+
+
+# Every @triton.jit above has run: give the caller's environment back (see the module docstring).
+INTERPRETED = isinstance(_row_stats_kernel, InterpretedFunction)
+if _SAVED_INTERPRET is None:
+    os.environ.pop("TRITON_INTERPRET", None)

@@ -14,8 +14,10 @@ def test_import_is_cheap():
 
 
 def test_missing_folder_is_a_clear_error(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no config.json"):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
         load_model(tmp_path / "nope", verbose=False)
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        load_model(tmp_path, verbose=False)  # a folder, but not a model folder
 
 
 @pytest.mark.model

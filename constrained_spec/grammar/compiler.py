@@ -20,7 +20,7 @@ from .vocabulary import Vocabulary
 
 __all__ = [
     "compile", "compile_regex", "compile_json_schema", "compile_json_object", "compile_choices",
-    "compile_grammar", "clear_cache", "BACKENDS",
+    "compile_grammar", "compile_ir", "clear_cache", "check_backend", "check_spec", "BACKENDS",
 ]  # fmt: skip
 
 BACKENDS = ("default", "llguidance")
@@ -54,11 +54,38 @@ def _cached(key: tuple, build: Callable[[], CompiledGrammar]) -> CompiledGrammar
     return compiled
 
 
+def check_backend(backend: object) -> None:
+    """GrammarError (a ValueError) unless `backend` names a grammar backend."""
+    if backend not in BACKENDS:
+        raise GrammarError(f"unknown grammar backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+
+
+def check_spec(
+    *, regex: Any = None, json_schema: Any = None, json_object: bool = False, choices: Any = None,
+    grammar: Any = None, ir: Any = None,
+) -> str:
+    """The kind of the one constraint given, checked as far as it can be without a vocabulary
+    or compiling: exactly one; regex and grammar non-empty text; choices a non-empty list of
+    non-empty strings. GrammarError (a ValueError) otherwise."""
+    given = [name for name, value in (("regex", regex), ("json_schema", json_schema), ("choices", choices), ("grammar", grammar), ("ir", ir)) if value is not None]
+    if json_object:
+        given.append("json_object")
+    if len(given) != 1:
+        raise GrammarError(f"give exactly one constraint (regex, json_schema, json_object, choices, grammar, ir), got {', '.join(given) or 'none'}")
+    if regex is not None and (not isinstance(regex, str) or not regex):
+        raise GrammarError(f"regex must be a non-empty string, got {regex!r:.80}")
+    if grammar is not None and (not isinstance(grammar, str) or not grammar.strip()):
+        raise GrammarError(f"grammar must be Lark text or the name of a bundled grammar, got {grammar!r:.80}")
+    if choices is not None and (isinstance(choices, str) or not isinstance(choices, Sequence) or not choices
+                                or not all(isinstance(c, str) and c for c in choices)):
+        raise GrammarError(f"choices must be a non-empty list of non-empty strings, got {choices!r:.80}")
+    return given[0]
+
+
 def _check(vocab: Any, backend: str) -> None:
     if not isinstance(vocab, Vocabulary):
         raise GrammarError(f"vocab must be a constrained_spec Vocabulary, got {type(vocab).__name__}")
-    if backend not in BACKENDS:
-        raise GrammarError(f"unknown grammar backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+    check_backend(backend)
 
 
 def _from_ir(grammar: Grammar, vocab: Vocabulary) -> CompiledGrammar:
@@ -86,8 +113,7 @@ def _from_ir(grammar: Grammar, vocab: Vocabulary) -> CompiledGrammar:
 def compile_regex(pattern: str, vocab: Vocabulary, backend: str = "default") -> CompiledGrammar:
     """The full-match constraint of a regex (Rust regex syntax, as outlines-core reads it)."""
     _check(vocab, backend)
-    if not isinstance(pattern, str):
-        raise GrammarError(f"regex must be a string, got {type(pattern).__name__}")
+    check_spec(regex=pattern)
     if backend == "llguidance":
         from .llguidance_backend import compile_llguidance
 
@@ -121,7 +147,7 @@ def compile_json_schema(
 
 
 def compile_json_object(vocab: Vocabulary, whitespace: str | None = None, backend: str = "default") -> CompiledGrammar:
-    """Any JSON object (JSON-object mode)."""
+    """Any JSON object (JSON-object mode), without a key twice in one object (unique_keys.py)."""
     _check(vocab, backend)
     whitespace = whitespace or "compact"
     key = ("json_object", whitespace, vocab.fingerprint, backend)
@@ -129,21 +155,21 @@ def compile_json_object(vocab: Vocabulary, whitespace: str | None = None, backen
         from .llguidance_backend import compile_llguidance
 
         return _cached(key, lambda: compile_llguidance("json_schema", {"type": "object"}, vocab, whitespace=whitespace))
-    return _cached(key, lambda: _from_ir(json_value_grammar(whitespace, object_only=True), vocab))
+    from .unique_keys import UniqueKeysGrammar
+
+    return _cached(key, lambda: UniqueKeysGrammar(_from_ir(json_value_grammar(whitespace, object_only=True), vocab), vocab))
 
 
 def compile_choices(choices: Sequence[str], vocab: Vocabulary, backend: str = "default") -> CompiledGrammar:
     """Exactly one of the given strings."""
-    if isinstance(choices, str) or not choices or not all(isinstance(c, str) for c in choices):
-        raise GrammarError("choices must be a non-empty list of strings")
+    check_spec(choices=choices)
     return compile_regex("|".join(f"(?:{regex_escape(c)})" for c in choices), vocab, backend)
 
 
 def compile_grammar(grammar: str, vocab: Vocabulary, backend: str = "default") -> CompiledGrammar:
     """A Lark grammar: its text, or the name of a bundled grammar (e.g. "json")."""
     _check(vocab, backend)
-    if not isinstance(grammar, str) or not grammar.strip():
-        raise GrammarError("grammar must be Lark text or the name of a bundled grammar")
+    check_spec(grammar=grammar)
     text = grammar
     if "\n" not in grammar and ":" not in grammar:  # a bare name: a bundled grammar
         from ..grammars import load_bundled_grammar
@@ -162,6 +188,20 @@ def compile_grammar(grammar: str, vocab: Vocabulary, backend: str = "default") -
     return _cached(("lark", text, vocab.fingerprint, backend), build)
 
 
+def compile_ir(grammar: Grammar, vocab: Vocabulary, backend: str = "default") -> CompiledGrammar:
+    """A grammar built directly in the IR (`json_ir`), e.g. by composing several schema documents
+    (`json_schema.SchemaSet`) with literals: the same engines as a JSON schema."""
+    _check(vocab, backend)
+    if not isinstance(grammar, Grammar):
+        raise GrammarError(f"ir must be a json_ir.Grammar, got {type(grammar).__name__}")
+    key = ("ir", repr(grammar.root), repr(sorted(grammar.defs.items())), vocab.fingerprint, backend)
+    if backend == "llguidance":
+        from .llguidance_backend import compile_llguidance
+
+        return _cached(key, lambda: compile_llguidance("lark", grammar.to_lark(), vocab))
+    return _cached(key, lambda: _from_ir(grammar, vocab))
+
+
 def compile(
     *,
     regex: str | None = None,
@@ -169,6 +209,7 @@ def compile(
     json_object: bool = False,
     choices: Sequence[str] | None = None,
     grammar: str | None = None,
+    ir: Grammar | None = None,
     vocab: Vocabulary,
     backend: str = "default",
     whitespace: str | None = None,
@@ -177,11 +218,7 @@ def compile(
 ) -> CompiledGrammar:
     """Compile exactly one constraint for `vocab`; cached by (spec, vocabulary, backend).
     strict / closed_objects: JSON-schema options (see `compile_json_schema`)."""
-    given = [name for name, value in (("regex", regex), ("json_schema", json_schema), ("choices", choices), ("grammar", grammar)) if value is not None]
-    if json_object:
-        given.append("json_object")
-    if len(given) != 1:
-        raise GrammarError(f"compile() needs exactly one constraint (regex, json_schema, json_object, choices, grammar); got {given or 'none'}")
+    check_spec(regex=regex, json_schema=json_schema, json_object=json_object, choices=choices, grammar=grammar, ir=ir)
     if regex is not None:
         return compile_regex(regex, vocab, backend)
     if json_schema is not None:
@@ -190,4 +227,6 @@ def compile(
         return compile_json_object(vocab, whitespace, backend)
     if choices is not None:
         return compile_choices(choices, vocab, backend)
+    if ir is not None:
+        return compile_ir(ir, vocab, backend)
     return compile_grammar(grammar, vocab, backend)  # type: ignore[arg-type]

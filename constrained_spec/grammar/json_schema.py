@@ -29,7 +29,7 @@ from .json_terminals import (
 )  # fmt: skip
 from .protocol import GrammarError
 
-__all__ = ["schema_to_grammar", "json_value_grammar", "normalize_schema", "WHITESPACE_MODES"]
+__all__ = ["schema_to_grammar", "json_value_grammar", "normalize_schema", "SchemaSet", "WHITESPACE_MODES"]
 
 logger = logging.getLogger(__name__)
 _TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
@@ -85,6 +85,7 @@ class _Translator:
         self.narrowed: dict[str, str] = {}  # JSON pointer -> how generation is narrower there
         self._validator = None
         self.free_extras = True  # undeclared keys where additionalProperties is absent / true
+        self.document = ""  # prefixes definition names, so several documents share one `defs`
 
     # ---- entry points ----
     def grammar(self, schema: Any) -> Grammar:
@@ -137,10 +138,11 @@ class _Translator:
         return self.build(s, path)
 
     def ref(self, ref: Any, path: str) -> Node:
-        name = self.ref_name(ref, path)
+        local = self.ref_name(ref, path)
+        name = self.document + local
         if name not in self.defs:
             self.defs[name] = EMPTY  # placeholder: a cycle sees Ref(name)
-            self.defs[name] = self.node(self.resolve(ref, path), name[1:])
+            self.defs[name] = self.node(self.resolve(ref, path), local[1:])
         return Ref(name)
 
     def ref_name(self, ref: Any, path: str) -> str:
@@ -187,7 +189,7 @@ class _Translator:
             sub = clean(sub, where, self.unknown)
             if "$ref" in sub:
                 name = self.ref_name(sub["$ref"], where)
-                if name in seen or (name in self.defs and self.defs[name] == EMPTY):
+                if name in seen or self.defs.get(self.document + name) == EMPTY:
                     raise GrammarError(f"$ref {name!r} at {pointer(where, '$ref')} is combined with other keywords and refers back to itself; not expressible")
                 target = self.resolve(name, where)
                 if target is False:
@@ -878,10 +880,47 @@ class deep_recursion:
 
 def json_value_grammar(whitespace: str = "compact", object_only: bool = True) -> Grammar:
     """Any JSON object (JSON-object mode) or any JSON value."""
-    translator = _Translator({}, whitespace)
-    value = translator.any_value()
     if not object_only:
-        return Grammar(value, translator.defs)
-    member = seq(Rx(f'"(?:{STRING_CHAR})*"'), translator.colon, value)
-    obj = seq(Lit("{"), translator.ws, opt(seq(member, Rep(seq(translator.comma, member), 0, None))), translator.ws, Lit("}"))
-    return Grammar(obj, translator.defs)
+        translator = _Translator({}, whitespace)
+        return Grammar(translator.any_value(), translator.defs)
+    docs = SchemaSet(whitespace)
+    return docs.grammar(docs.any_json_object())
+
+
+class SchemaSet:
+    """Several independent schema documents translated into one grammar IR, e.g. the argument
+    schemas of several tools plus a response schema. Each document's `$ref`s resolve inside that
+    document (its definitions get their own names), and every document uses one whitespace mode.
+
+        docs = SchemaSet()
+        grammar = docs.grammar(alt(Lit("<a>"), docs.node(schema_a), docs.node(schema_b)))
+    """
+
+    def __init__(self, whitespace: str = "compact") -> None:
+        self._translator = _Translator({}, whitespace)
+        self._count = 0
+
+    def node(self, schema: Any, label: str = "") -> Node:
+        """The IR node of one whole document (a dict, JSON string or pydantic class). `label`
+        names it in error messages (e.g. "tools[0].parameters")."""
+        root = normalize_schema(schema)
+        self._count += 1
+        t = self._translator
+        t.root, t.document, t._validator = root, f"doc{self._count}:", None
+        try:
+            with deep_recursion():
+                return t.node(root, "")
+        except RecursionError:
+            raise GrammarError(f"{label + ': ' if label else ''}JSON schema is nested too deeply to compile") from None
+        except GrammarError as exc:
+            raise GrammarError(f"{label}: {exc}" if label else str(exc)) from None
+
+    def any_json_object(self) -> Node:
+        """Any JSON object (JSON-object mode)."""
+        t = self._translator
+        value = t.any_value()
+        member = seq(Rx(f'"(?:{STRING_CHAR})*"'), t.colon, value)
+        return seq(Lit("{"), t.ws, opt(seq(member, Rep(seq(t.comma, member), 0, None))), t.ws, Lit("}"))
+
+    def grammar(self, root: Node) -> Grammar:
+        return Grammar(root, dict(self._translator.defs))

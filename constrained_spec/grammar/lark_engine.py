@@ -26,6 +26,7 @@ from .lark_parser import LalrTable, Stack
 from .lexer import LexerContext, terminals_from_lark
 from .protocol import GrammarError
 from .token_tables import TokenLayout
+from .vocabulary import trim_partial_utf8
 
 __all__ = ["compile_lark", "LarkGrammar", "LarkMatcher"]
 
@@ -65,7 +66,7 @@ class LarkGrammar:
         self.vocab = vocab
         self._size = int(vocab.size)
         self.eos_token_id = int(vocab.eos_token_id)
-        self.table = LalrTable(parser.parser.parser.parser.parse_table, start)
+        self.table = LalrTable.from_lark(parser, start)
         terms = terminals_from_lark(parser.terminals)
         self.ignore = frozenset(str(n) for n in parser.ignore_tokens)
         self._token_bytes = vocab.token_bytes
@@ -277,7 +278,7 @@ class LarkGrammar:
                 break
             out.append(nxt[0])
             stack, s = nxt[1], nxt[2]
-        got = _utf8_prefix(bytes(out))
+        got = trim_partial_utf8(bytes(out))
         self._forced[key] = got
         return got
 
@@ -412,19 +413,6 @@ class LarkMatcher:
     @property
     def num_accepted(self) -> int:
         return self._node[2]
-
-
-def _utf8_prefix(data: bytes) -> bytes:
-    """Drop a trailing incomplete UTF-8 sequence (forced bytes must stay valid UTF-8)."""
-    j = len(data)
-    while j > 0 and len(data) - j < 3 and data[j - 1] & 0xC0 == 0x80:
-        j -= 1
-    if j > 0 and data[j - 1] >= 0xC0:
-        lead = data[j - 1]
-        need = 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
-        if len(data) - (j - 1) < need:
-            return data[: j - 1]
-    return data
 
 
 def _layout_for(vocab) -> TokenLayout:

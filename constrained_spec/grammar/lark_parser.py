@@ -30,6 +30,12 @@ class LalrTable:
         self.start: Stack = (parse_table.start_states[start],)
         self.end_state: int = parse_table.end_states[start]
 
+    @classmethod
+    def from_lark(cls, parser, start: str) -> "LalrTable":
+        """The table of a `lark.Lark(..., parser="lalr")`, reached through Lark's public
+        interactive parser (its `parser_state.parse_conf`), not its private parser chain."""
+        return cls(parser.parse_interactive(start=start).parser_state.parse_conf.parse_table, start)
+
     def symbols(self, state: int) -> list[str]:
         """Symbols with an action in this LALR state (terminals among them are what Lark's
         contextual lexer offers there)."""

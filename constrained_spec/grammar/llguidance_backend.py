@@ -3,10 +3,20 @@
 Wraps `llguidance.LLMatcher` in our `GrammarMatcher` protocol. llguidance keeps errors as sticky
 state; we check before acting so misuse raises GrammarError and never poisons the matcher.
 Imported only when `backend="llguidance"` is asked for.
+
+Where the grammar forces text (a required key, a const), llguidance by default lets the mask
+allow only one tokenization of it, its tokenizer's. With a tokenizer built from bytes that is a
+longest match (`expression` + `s` where SmolLM2 writes `exp` + `ressions`); even with the model's
+real tokenizer, BPE of the forced rest differs from BPE of the whole text (`n`+`ul`+`l` vs
+`null`), so valid outputs in the model's own tokenization were refused. We switch forcing off
+(llguidance's `no_forcing` option): the mask then allows every tokenization of a valid text, like
+our own engines, and agrees with validate_tokens (which never forced). The tokenizer is consulted
+only for forcing, so the longest-match stand-in below is all llguidance needs.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
@@ -15,8 +25,7 @@ import torch
 
 from ..bitmask import bitmask_width
 from .protocol import GrammarError
-from .regex_backend import _trim_partial_utf8
-from .vocabulary import Vocabulary
+from .vocabulary import Vocabulary, trim_partial_utf8
 
 __all__ = ["LLGuidanceGrammar", "LLGuidanceMatcher", "compile_llguidance"]
 
@@ -25,7 +34,7 @@ _SEPARATORS = {"compact": (",", ":", False), "spaced": (", ", ": ", False), "fle
 
 class _GreedyTokenizer:
     """The tokenizer face llguidance's `TokenizerWrapper` protocol asks for, built from bytes alone:
-    longest-match tokenization (used by llguidance only for forced-token heuristics, not masks)."""
+    longest-match tokenization (llguidance consults it only when forcing, which we switch off)."""
 
     def __init__(self, vocab: Vocabulary) -> None:
         self.eos_token_id = vocab.eos_token_id
@@ -157,7 +166,7 @@ class LLGuidanceMatcher:
     def forced_bytes(self, max_bytes: int = 64) -> bytes:
         if self._eos or self._inner.is_stopped():
             return b""
-        return _trim_partial_utf8(self._inner.compute_ff_bytes()[:max_bytes])
+        return trim_partial_utf8(self._inner.compute_ff_bytes()[:max_bytes])
 
     def fork(self) -> "LLGuidanceMatcher":
         return LLGuidanceMatcher(self._compiled, self._inner.deep_copy(), self._num_tokens, self._eos)
@@ -177,9 +186,19 @@ def compile_llguidance(kind: str, spec: Any, vocab: Vocabulary, whitespace: str 
         elif kind == "json_schema":
             item, key, flexible = _SEPARATORS[whitespace]
             options = {"item_separator": item, "key_separator": key, "whitespace_flexible": flexible}
-            grammar = llguidance.LLMatcher.grammar_from_json_schema(spec, overrides=options)
+            if not isinstance(spec, (dict, bool)):
+                raise GrammarError(f"json_schema must be an object or a boolean, got {type(spec).__name__}")
+            schema = dict(spec, **{"x-guidance": options}) if isinstance(spec, dict) else spec
+            grammar = "start: %json " + json.dumps(schema)  # as Lark: where no_forcing can be set
         else:
             raise GrammarError(f"unknown llguidance constraint kind {kind!r}")
     except (ValueError, TypeError) as exc:
         raise GrammarError(f"llguidance cannot read this {kind}: {exc}") from exc
-    return LLGuidanceGrammar(grammar, vocab)
+    return LLGuidanceGrammar(_without_forcing(grammar), vocab)
+
+
+def _without_forcing(grammar: str) -> str:
+    """The same grammar with llguidance's `no_forcing` option, as Lark text."""
+    if grammar.startswith("{"):  # the JSON form wraps one Lark grammar (regex and lark kinds)
+        grammar = json.loads(grammar)["grammars"][0]["lark_grammar"]
+    return '%llguidance {"no_forcing": true}\n' + grammar

@@ -17,9 +17,9 @@ import torch
 
 from ..bitmask import bitmask_width
 from .protocol import GrammarError
-from .vocabulary import Vocabulary
+from .vocabulary import Vocabulary, trim_partial_utf8
 
-__all__ = ["CompiledRegex", "RegexMatcher", "regex_escape"]
+__all__ = ["CompiledRegex", "RegexMatcher", "regex_escape", "regex_error_detail"]
 
 _TERMINATED = -1  # pseudo-state after EOS
 _REGEX_SPECIAL = set(r"\.+*?()|[]{}^$#&-~")
@@ -125,15 +125,26 @@ def _single_byte_tokens(vocab: Vocabulary) -> dict[int, int]:
     return table
 
 
-def _trim_partial_utf8(data: bytes) -> bytes:
-    """Drop a trailing incomplete UTF-8 sequence so forced text is always whole characters."""
-    for back in range(1, min(4, len(data)) + 1):
-        byte = data[-back]
-        if byte & 0xC0 == 0x80:  # continuation byte: keep looking for the lead byte
-            continue
-        need = 1 if byte < 0x80 else 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else 4
-        return data if need <= back else data[:-back]
-    return data
+def regex_error_detail(pattern: str, exc: BaseException) -> str:
+    """A position and reason for a regex outlines-core refused, from Python's `re` parser
+    (a close dialect); the engine's own message where Python reads the pattern fine."""
+    import re
+
+    try:
+        re.compile(pattern)
+    except re.error as err:
+        where = f"at position {err.pos}" if err.pos is not None else ""
+        return f"{err.msg} {where}".strip()
+    except (RecursionError, OverflowError, ValueError):
+        pass
+    for construct, name in (("(?=", "lookahead"), ("(?!", "lookahead"), ("(?<=", "lookbehind"), ("(?<!", "lookbehind")):
+        at = pattern.find(construct)
+        if at >= 0:
+            return f"{name} is not supported (at position {at})"
+    back = re.search(r"\\[1-9]", pattern)
+    if back:
+        return f"backreferences are not supported (at position {back.start()})"
+    return f"not supported by the regex engine (Rust regex syntax): {' '.join(str(exc).split())}"
 
 
 class CompiledRegex:
@@ -151,7 +162,7 @@ class CompiledRegex:
         try:
             self._index = outlines_core.Index(f"(?:{pattern}){_SENTINEL}", _outlines_vocabulary(vocab))
         except Exception as exc:  # outlines-core raises ValueError/BaseException subclasses
-            raise GrammarError(f"cannot compile regex {pattern[:200]!r}: {exc}") from exc
+            raise GrammarError(f"cannot compile regex {pattern[:200]!r}: {regex_error_detail(pattern, exc)}") from exc
         self.initial_state: int = self._index.get_initial_state()
         raw = self._index.get_transitions()  # state -> {token: next}; dropped after this pass
         finals = set(self._index.get_final_states())
@@ -159,7 +170,9 @@ class CompiledRegex:
         del raw
         if self.initial_state not in self._rows:
             raise GrammarError(f"regex {pattern[:200]!r} matches no string this vocabulary can write")
-        self._masks: dict[int, torch.Tensor] = {}
+        # every live state's int32 mask row, EOS included, built now so filling a mask is one copy
+        # (a non-accepting state's row shares the packed buffer; an accepting one gets the EOS bit)
+        self._masks: dict[int, torch.Tensor] = {s: self._build_mask(s) for s in self._rows}
         self._forced: dict[int, tuple[int, int | None] | None] = {}
         self._lock = threading.Lock()
 
@@ -199,16 +212,21 @@ class CompiledRegex:
     def mask(self, state: int) -> torch.Tensor:
         """Packed int32 row `[ceil(V/32)]` for `state` (shared: never modify it)."""
         row = self._masks.get(state)
-        if row is None:
-            packed = self._rows.get(state)
-            packed = np.zeros(bitmask_width(self.vocab.size) * 4, dtype=np.uint8) if packed is None else packed.copy()
-            if state in self._final:
-                eos = self.vocab.eos_token_id
-                packed[eos >> 3] |= 1 << (eos & 7)
-            row = torch.from_numpy(packed.view("<i4"))
+        if row is None:  # a dead or terminated state: nothing is allowed
+            row = self._build_mask(state)
             with self._lock:
                 row = self._masks.setdefault(state, row)
         return row
+
+    def _build_mask(self, state: int) -> torch.Tensor:
+        packed = self._rows.get(state)
+        if packed is None:
+            packed = np.zeros(bitmask_width(self.vocab.size) * 4, dtype=np.uint8)
+        elif state in self._final:
+            packed = packed.copy()
+            eos = self.vocab.eos_token_id
+            packed[eos >> 3] |= 1 << (eos & 7)
+        return torch.from_numpy(packed.view("<i4"))
 
     def forced_step(self, state: int) -> tuple[int, int | None] | None:
         """(byte, state after it) when every continuation from `state` starts with one byte;
@@ -290,7 +308,7 @@ class RegexMatcher:
                 break
             out.append(step[0])
             state = step[1]
-        return _trim_partial_utf8(bytes(out))
+        return trim_partial_utf8(bytes(out))
 
     def fork(self) -> "RegexMatcher":
         return RegexMatcher(self._compiled, list(self._states))

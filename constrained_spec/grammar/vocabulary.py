@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["Vocabulary"]
+__all__ = ["Vocabulary", "trim_partial_utf8"]
 
 _SP_BYTE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 _SP_SPACE = "\u2581"  # SentencePiece's "▁" stands for a space
@@ -67,6 +67,17 @@ def _detect_scheme(tokenizer: Any, pieces: Sequence[str]) -> str:
     sp = sum(_SP_SPACE in p for p in pieces)
     gpt2 = sum("\u0120" in p for p in pieces)  # "Ġ" = byte-level space
     return "sentencepiece" if sp > gpt2 else "byte_level"
+
+
+def trim_partial_utf8(data: bytes) -> bytes:
+    """Drop a trailing incomplete UTF-8 sequence (forced bytes must stay whole characters)."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 == 0x80:  # continuation byte: keep looking for the lead byte
+            continue
+        need = 1 if byte < 0x80 else 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else 4
+        return data if need <= back else data[:-back]
+    return data
 
 
 class Vocabulary:

@@ -93,7 +93,7 @@ class DraftModelProposer:
             if matcher is not None:
                 matcher.fill_bitmask(bitmask, 0)
             q = process_logits(logits, params, context.prompt_ids, history, bitmask=bitmask, vocab_limit=self.vocab_limit)[0]  # [V]
-            token = int(q.argmax()) if params.greedy else int(torch.multinomial(q, 1, generator=context.generator))
+            token = int(q.argmax()) if params.greedy else self._draw(q, context.generator)
             tokens.append(token)
             rows.append(q)
             history.append(token)
@@ -104,6 +104,14 @@ class DraftModelProposer:
                     break
         probs = None if params.greedy else torch.stack(rows)  # [k, V]
         return Draft(token_ids=tokens, probs=probs, source=self.name)
+
+    @staticmethod
+    def _draw(q: torch.Tensor, generator: torch.Generator | None) -> int:
+        """One token from q `[V]` with the request's draft generator, on the generator's device
+        (torch.multinomial needs both on one device; the engine's draft generators live on the CPU,
+        where the other proposers sample too)."""
+        where = generator.device if generator is not None else q.device
+        return int(torch.multinomial(q.to(where), 1, generator=generator))
 
     def observe(self, prompt_ids: Sequence[int], output_ids: Sequence[int]) -> None:
         """The draft model does not learn; finished requests' caches age out of the LRU."""

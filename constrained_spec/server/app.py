@@ -1,13 +1,14 @@
 """OpenAI-compatible HTTP server: `GET /v1/models`, `POST /v1/chat/completions` (streaming or
-not, `response_format`, `tools` / `tool_choice`), errors in OpenAI's format.
+not, `response_format`, `tools` / `tool_choice`, both together), `POST /v1/responses` (the subset
+agents use, see `responses.py`), errors in OpenAI's format.
 
     constrained-spec serve --port 8000          # then: OpenAI(base_url="http://127.0.0.1:8000/v1")
 
-Every request becomes one engine request per choice; one background thread (`EngineWorker`)
-steps the engine for all of them together, so concurrent clients are decoded in one batch. A
-client that disconnects has its requests aborted. Speculation statistics come back in the
-`constrained_spec` field of the response (and of the last stream chunk) and, for non-streamed
-responses, in the `x-constrained-spec-stats` header.
+Every request becomes one engine request per choice, submitted to the Generator's scheduler
+(the one thread that steps its engine, shared with the Python API), so concurrent clients are
+decoded in one batch. A client that disconnects has its requests aborted. Speculation statistics
+come back in the `constrained_spec` field of the response (and of the last stream chunk) and,
+for non-streamed responses, in the `x-constrained-spec-stats` header.
 """
 
 from __future__ import annotations
@@ -27,11 +28,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..chat import schema_instruction
 from ..grammar.protocol import GrammarError
+from ..inputs import PromptTooLong
 from ..sampling import SamplingParams
-from .output import ChoiceOutput
+from .output import ChoiceOutput, logprobs_body
 from .protocol import ApiError, ChatRequest, chunk_body, completion_body, error_body, new_id, parse_request, usage_body
+from .responses import output_items, parse_responses_request, response_body, stream_events, to_chat_request, usage_of
 from .worker import EngineFailure, EngineWorker
-from .tools import ToolPlan, plan_tools, render_messages
+from .tools import ContentFormat, ToolPlan, constraint_grammar, plan_tools, render_messages
 
 __all__ = ["ServerConfig", "create_app", "serve", "BackgroundServer"]
 
@@ -41,12 +44,14 @@ log = logging.getLogger("constrained_spec.server")
 @dataclass(frozen=True)
 class ServerConfig:
     """Bounds on what one request may ask for. Larger requests get a 400 / 413, and a request that
-    would exceed `max_in_flight` engine requests gets a 429."""
+    would exceed `max_in_flight` engine requests gets a 429. Without `max_tokens`, a reply may
+    use the rest of the model's context (OpenAI's default), capped by `default_max_tokens` and
+    `max_tokens_limit` when they are set."""
 
     max_request_bytes: int = 1 << 20
     max_prompt_tokens: int = 4096
-    max_tokens_limit: int = 2048
-    default_max_tokens: int = 256
+    max_tokens_limit: int | None = None  # None: the model's context is the only limit
+    default_max_tokens: int | None = None  # None: the context left after the prompt
     max_n: int = 8
     max_in_flight: int = 64
     model_aliases: tuple[str, ...] = field(default=("default",))
@@ -68,7 +73,7 @@ class ChatService:
         self.generator = generator
         self.config = config
         self.model_name = str(generator.model_name)
-        self.worker = EngineWorker(generator.engine)
+        self.worker = EngineWorker(generator.scheduler)
         self._eos = int(generator.tokenizer.eos_token_id)
         self._slots = threading.Lock()
 
@@ -79,51 +84,101 @@ class ChatService:
             raise ApiError(404, f"the model '{name}' does not exist; this server serves '{self.model_name}'",
                            param="model", code="model_not_found")
 
-    def _constraint(self, req: ChatRequest, plan: ToolPlan) -> tuple[dict[str, Any], str | None, str]:
-        """(compile_constraint kwargs, prompt hint, param to blame for a compile error)."""
+    def _content_format(self, req: ChatRequest) -> ContentFormat:
         fmt = req.response_format
-        kind = fmt.type if fmt is not None else "text"
-        if plan.mode != "none" and kind != "text":
-            raise ApiError(400, f"response_format '{kind}' cannot be combined with tool_choice '{plan.mode}'; "
-                           "set tool_choice to 'none' or drop response_format", param="response_format")
-        if plan.mode == "required":
-            return {"schema": plan.schema}, None, "tools"
-        if plan.mode == "auto":
-            return {"regex": plan.regex}, None, "tools"
-        if kind == "json_object":
-            return {"json_object": True}, "Answer with a JSON object.", "response_format"
-        if kind == "json_schema":
-            schema = fmt.json_schema.schema_ if fmt.json_schema is not None else None
-            if schema is None:
-                raise ApiError(400, "response_format.json_schema needs a 'schema'", param="response_format.json_schema.schema")
-            return {"schema": schema}, schema_instruction(schema), "response_format"
-        return {}, None, "response_format"
+        if fmt is None or fmt.type == "text":
+            return ContentFormat()
+        if fmt.type == "json_object":
+            return ContentFormat("json_object")
+        schema = fmt.json_schema.schema_ if fmt.json_schema is not None else None
+        if schema is None:
+            raise ApiError(400, "response_format.json_schema needs a 'schema'", param="response_format.json_schema.schema")
+        return ContentFormat("json_schema", schema)
 
-    def _max_tokens(self, req: ChatRequest) -> int:
+    def _compile(self, plan: ToolPlan, content: ContentFormat) -> Any:
+        """The reply's grammar (None: unconstrained text). Tool calls, alone or together with a
+        response format, compile through the grammar layer's IR; a response format alone as a
+        schema / JSON-object constraint."""
+        from ..grammar import compile as compile_grammar
+
+        blame = "response_format"
+        try:
+            if plan.mode != "none":
+                blame = "tools"
+                ir = constraint_grammar(plan, content)
+                return compile_grammar(ir=ir, vocab=self.generator.vocabulary, backend=self.generator.backend)
+            if content.kind == "json_object":
+                return self.generator.compile_constraint(json_object=True)
+            if content.kind == "json_schema":
+                return self.generator.compile_constraint(schema=content.schema)
+            return None
+        except (GrammarError, ValueError) as exc:
+            raise ApiError(400, f"invalid or unsupported {'schema' if blame == 'response_format' else 'tool schema'}: {exc}",
+                           param=blame) from None
+
+    @staticmethod
+    def _hint(plan: ToolPlan, content: ContentFormat) -> str | None:
+        """The sentence about the JSON to write, when the reply may be content in a JSON format
+        (under "required" / a named tool the reply is calls; the format applies to later turns)."""
+        if plan.mode == "required" or content.kind == "text":
+            return None
+        if content.kind == "json_object":
+            return "Answer with a JSON object."
+        return schema_instruction(content.schema)
+
+    @property
+    def context_length(self) -> int | None:
+        known = getattr(self.generator, "context_length", None)
+        if isinstance(known, int) and known > 0:
+            return known
+        config = getattr(getattr(self.generator.loaded, "model", None), "config", None)
+        value = getattr(config, "max_position_embeddings", None)
+        return int(value) if isinstance(value, int) and value > 0 else None
+
+    def _max_tokens(self, req: ChatRequest, prompt_tokens: int) -> int:
+        """The request's max_tokens, or by default the context left after the prompt (capped by
+        the server's limits when they are set)."""
+        param = "max_completion_tokens" if req.max_completion_tokens is not None else "max_tokens"
+        context = self.context_length
+        remaining = None if context is None else context - prompt_tokens
+        if remaining is not None and remaining < 1:
+            raise ApiError(400, f"the prompt has {prompt_tokens} tokens, which fills the model's context of {context}",
+                           param="messages", code="context_length_exceeded")
         wanted = req.requested_max_tokens
+        limit = self.config.max_tokens_limit
         if wanted is None:
-            return self.config.default_max_tokens
-        if wanted > self.config.max_tokens_limit:
-            param = "max_completion_tokens" if req.max_completion_tokens is not None else "max_tokens"
-            raise ApiError(400, f"{param}={wanted} is above this server's limit of {self.config.max_tokens_limit}", param=param)
+            candidates = [v for v in (remaining, limit, self.config.default_max_tokens) if v is not None]
+            return min(candidates) if candidates else 4096
+        if limit is not None and wanted > limit:
+            raise ApiError(400, f"{param}={wanted} is above this server's limit of {limit}", param=param)
+        if remaining is not None and wanted > remaining:
+            raise ApiError(400, f"{param}={wanted} plus the prompt's {prompt_tokens} tokens exceed the model's context "
+                           f"of {context} tokens", param=param, code="context_length_exceeded")
         return wanted
 
     async def prepare(self, req: ChatRequest) -> _Prepared:
         self._check_model(req.model)
-        if req.logprobs or req.top_logprobs:
-            raise ApiError(400, "logprobs are not supported by this server", param="logprobs")
+        if req.top_logprobs is not None and not req.logprobs:
+            raise ApiError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
         if req.n > self.config.max_n:
             raise ApiError(400, f"n={req.n} is above this server's limit of {self.config.max_n}", param="n")
-        max_tokens = self._max_tokens(req)
-        plan = plan_tools(req.tools, req.tool_choice, req.parallel_tool_calls)
-        kwargs, hint, blame = self._constraint(req, plan)
+        wanted, limit = req.requested_max_tokens, self.config.max_tokens_limit
+        if wanted is not None and limit is not None and wanted > limit:
+            param = "max_completion_tokens" if req.max_completion_tokens is not None else "max_tokens"
+            raise ApiError(400, f"{param}={wanted} is above this server's limit of {limit}", param=param)
+        content = self._content_format(req)
+        plan = plan_tools(req.tools, req.tool_choice, req.parallel_tool_calls, content)
         try:
-            prompt_ids = self.generator.build_prompt(render_messages(req.messages, plan), hint=hint)
+            prompt_ids = self.generator.build_prompt(render_messages(req.messages, plan), hint=self._hint(plan, content),
+                                                     max_tokens=req.requested_max_tokens or 0)
+        except PromptTooLong as exc:  # measured against the model's context (tokens + max_tokens)
+            raise ApiError(400, str(exc), param="messages", code="context_length_exceeded") from None
         except ValueError as exc:
             raise ApiError(400, str(exc), param="messages") from None
         if len(prompt_ids) > self.config.max_prompt_tokens:
             raise ApiError(400, f"the prompt has {len(prompt_ids)} tokens, above this server's limit of "
                            f"{self.config.max_prompt_tokens}", param="messages", code="context_length_exceeded")
+        max_tokens = self._max_tokens(req, len(prompt_ids))
         try:
             temperature = 1.0 if req.temperature is None else req.temperature
             base = SamplingParams(
@@ -135,13 +190,8 @@ class ChatService:
             params = [base if req.seed is None else base.replace(seed=req.seed + i) for i in range(req.n)]
         except ValueError as exc:
             raise ApiError(400, str(exc)) from None
-        grammar = None
-        if kwargs:
-            try:  # compiling can take a while: keep the event loop serving other requests
-                grammar = await asyncio.to_thread(lambda: self.generator.compile_constraint(**kwargs))
-            except (GrammarError, ValueError) as exc:
-                raise ApiError(400, f"invalid or unsupported {'schema' if blame == 'response_format' else 'tool schema'}: {exc}",
-                               param=blame) from None
+        # compiling can take a while: keep the event loop serving other requests
+        grammar = await asyncio.to_thread(self._compile, plan, content)
         return _Prepared(req, prompt_ids, params, grammar, plan)
 
     # -- generation ------------------------------------------------------------------------
@@ -155,7 +205,8 @@ class ChatService:
             if self.worker.in_flight + len(choices) > self.config.max_in_flight:
                 raise ApiError(429, "the server is at its limit of requests in flight; retry shortly",
                                type="rate_limit_error", code="server_busy")
-            by_id = {self.worker.submit(prep.prompt_ids, params, prep.grammar, loop, queue): c
+            logprobs = (prep.request.top_logprobs or 0) if prep.request.logprobs else None
+            by_id = {self.worker.submit(prep.prompt_ids, params, prep.grammar, loop, queue, logprobs): c
                      for params, c in zip(prep.params, choices)}
         return choices, by_id, queue
 
@@ -178,7 +229,19 @@ class ChatService:
     def _extension(self, choices: list[ChoiceOutput]) -> dict[str, Any]:
         return {"speculation": [c.stats for c in choices]}
 
-    async def complete(self, prep: _Prepared, request: Request) -> JSONResponse:
+    def _logprobs(self, choice: ChoiceOutput, prep: _Prepared, delta: bool = False) -> dict[str, Any] | None:
+        """The choice's `logprobs` object (streaming: the tokens since the last chunk)."""
+        if not prep.request.logprobs:
+            return None
+        return logprobs_body(choice.logprobs_delta() if delta else choice.logprobs, self._token_bytes)
+
+    def _token_bytes(self, token_id: int) -> bytes:
+        vocab = self.generator.vocabulary
+        raw = vocab.token_bytes[token_id] if token_id < len(vocab.token_bytes) else None
+        return raw if raw is not None else self.generator.tokenizer.decode([token_id]).encode("utf-8")
+
+    async def run(self, prep: _Prepared, request: Request) -> list[ChoiceOutput]:
+        """Generate every choice to its end (aborted if the client disconnects)."""
         choices, by_id, queue = self._start(prep)
         watcher = asyncio.create_task(_abort_on_disconnect(request, lambda: self._abort_unfinished(by_id)))
         try:
@@ -187,13 +250,28 @@ class ChatService:
         finally:
             watcher.cancel()
             self._abort_unfinished(by_id)
+        return choices
+
+    async def updates(self, prep: _Prepared) -> AsyncIterator[ChoiceOutput]:
+        """Each choice after each of its engine outputs, until all finished (for streaming; the
+        requests are aborted when the consumer stops early)."""
+        by_id: dict[str, ChoiceOutput] = {}
+        try:
+            choices, by_id, queue = self._start(prep)
+            while not all(c.finished for c in choices):
+                yield await self._next(by_id, queue)
+        finally:
+            self._abort_unfinished(by_id)
+
+    async def complete(self, prep: _Prepared, request: Request) -> JSONResponse:
+        choices = await self.run(prep, request)
         bodies = []
         for c in choices:
             content, calls, reason = c.final()
             message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
             if calls:
                 message["tool_calls"] = calls
-            bodies.append({"index": c.index, "message": message, "finish_reason": reason, "logprobs": None})
+            bodies.append({"index": c.index, "message": message, "finish_reason": reason, "logprobs": self._logprobs(c, prep)})
         usage = usage_body(len(prep.prompt_ids), sum(len(c.token_ids) for c in choices))
         extension = self._extension(choices)
         body = completion_body(new_id("chatcmpl"), self.model_name, bodies, usage, extension)
@@ -214,17 +292,18 @@ class ChatService:
                 choice = await self._next(by_id, queue)
                 delta = choice.content_delta()
                 if delta:
-                    yield event([{"index": choice.index, "delta": {"content": delta}, "finish_reason": None, "logprobs": None}])
+                    yield event([{"index": choice.index, "delta": {"content": delta}, "finish_reason": None,
+                                  "logprobs": self._logprobs(choice, prep, delta=True)}])
+                first = choice.calls_sent
+                calls = choice.calls_delta()  # each call once it is whole; at the end, a cut one too
+                if calls:
+                    deltas = [dict(call, index=first + i) for i, call in enumerate(calls)]
+                    yield event([{"index": choice.index, "delta": {"tool_calls": deltas}, "finish_reason": None, "logprobs": None}])
                 if choice.finished:
-                    content, calls, reason = choice.final()
-                    if calls:
-                        deltas = [dict(call, index=i) for i, call in enumerate(calls)]
-                        yield event([{"index": choice.index, "delta": {"tool_calls": deltas}, "finish_reason": None, "logprobs": None}])
-                    elif content and reason == "length" and choice.mode != "text":
-                        # a call cut by max_tokens: its text was held back, send it as content
-                        yield event([{"index": choice.index, "delta": {"content": content}, "finish_reason": None, "logprobs": None}])
+                    _, _, reason = choice.final()
                     last = len([c for c in choices if c.finished]) == len(choices)
-                    yield event([{"index": choice.index, "delta": {}, "finish_reason": reason, "logprobs": None}],
+                    yield event([{"index": choice.index, "delta": {}, "finish_reason": reason,
+                                  "logprobs": self._logprobs(choice, prep, delta=True)}],
                                 extension=self._extension(choices) if last else None)
             if prep.request.stream_options is not None and prep.request.stream_options.include_usage:
                 yield event([], usage=usage_body(len(prep.prompt_ids), sum(len(c.token_ids) for c in choices)))
@@ -269,8 +348,8 @@ def _error_response(exc: ApiError) -> JSONResponse:
 
 
 def create_app(generator: Any, config: ServerConfig | None = None) -> FastAPI:
-    """The FastAPI app serving `generator` (an `api.Generator`). Its engine is stepped by a
-    background thread started here and stopped at app shutdown."""
+    """The FastAPI app serving `generator` (an `api.Generator`). Its engine is stepped by the
+    generator's scheduler; at app shutdown this app's requests still in flight are aborted."""
     from contextlib import asynccontextmanager
 
     service = ChatService(generator, config or ServerConfig())
@@ -322,17 +401,33 @@ def create_app(generator: Any, config: ServerConfig | None = None) -> FastAPI:
                                      headers={"cache-control": "no-cache"})
         return await service.complete(prep, request)
 
+    @app.post("/v1/responses")
+    async def responses(request: Request) -> Any:
+        req = parse_responses_request(await _read_body(request, service.config.max_request_bytes))
+        prep = await service.prepare(to_chat_request(req))
+        if req.stream:
+            events = stream_events(service.updates(prep), req, service.model_name, len(prep.prompt_ids))
+            return StreamingResponse(events, media_type="text/event-stream", headers={"cache-control": "no-cache"})
+        (choice,) = await service.run(prep, request)
+        content, calls, reason = choice.final()
+        usage = usage_of(len(prep.prompt_ids), len(choice.token_ids))
+        status = "incomplete" if reason == "length" else "completed"
+        return response_body(new_id("resp"), time.time(), service.model_name, req, output_items(content, calls, reason),
+                             status, usage, {"speculation": [choice.stats]})
+
     return app
 
 
 def serve(host: str = "127.0.0.1", port: int = 8000, model: str | None = None, *, draft: str = "auto",
-          config: ServerConfig | None = None, log_level: str = "info") -> None:
-    """Load the model and serve it until interrupted (the CLI's `constrained-spec serve`)."""
+          config: ServerConfig | None = None, log_level: str = "info", runner: str = "auto",
+          device: Any = None, dtype: Any = None) -> None:
+    """Load the model (on `device` in `dtype`, see `devices.py`) and serve it until interrupted
+    (the CLI's `constrained-spec serve`)."""
     import uvicorn
 
     from ..api import Generator
 
-    app = create_app(Generator(model, draft=draft), config)
+    app = create_app(Generator(model, draft=draft, runner=runner, device=device, dtype=dtype), config)
     uvicorn.run(app, host=host, port=port, log_level=log_level)
 
 

@@ -1,27 +1,24 @@
 """One choice's output: engine tokens -> text, stop strings, stream deltas, and the final
 OpenAI message (content, or validated `tool_calls`).
 
-Text is re-decoded from all tokens each time (byte-level BPE can split a character across
-tokens), and a stream delta is held back while it ends in an unfinished UTF-8 character or could
-be the start of a stop string. Tool-call output is never streamed piecemeal: a call is sent whole,
-once its arguments are complete and validated. In "auto" mode the first character decides:
-text never starts with "<", a call always does.
+Text comes from a `Detokenizer` (the engine's own: stop strings, EOS and unfinished UTF-8
+characters handled once, in linear time). Tool-call output is never streamed piecemeal: each call
+is sent whole, as soon as its arguments are complete and validated; a calls array cut by
+max_tokens comes back in `tool_calls` (the cut call's arguments as the cut text), never as content. In "auto" mode the first character
+decides: text never starts with "<", a call always does, and stop strings apply to text only.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..detokenizer import Detokenizer
 from .protocol import ApiError
-from .tools import CALL_START, ToolPlan, parse_calls, split_auto_output
+from .tools import CALL_START, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, ToolPlan, parse_calls
 
 __all__ = ["ChoiceOutput"]
-
-
-def _cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, bool]:
-    cuts = [i for i in (text.find(s) for s in stops) if i >= 0]
-    return (text[: min(cuts)], True) if cuts else (text, False)
 
 
 class ChoiceOutput:
@@ -36,73 +33,138 @@ class ChoiceOutput:
         self.plan = plan
         self.mode = {"none": "text", "required": "required", "auto": "auto"}[plan.mode]
         self.stops = tuple(stops) if self.mode != "required" else ()  # stop strings never cut a call
-        self.token_ids: list[int] = []
-        self.text = ""
+        # auto mode: made once the first character shows whether stop strings apply
+        self._detokenizer = Detokenizer(decode, self.stops) if self.mode != "auto" else None
+        self._first_char = ""
+        self.token_ids: list[int] = []  # without EOS
+        self._received = 0  # engine token ids taken so far
         self.finish_reason: str | None = None  # engine's: "stop" | "length" | "abort"
-        self.stop_hit = False  # a stop string ended the output (the engine request must be aborted)
+        self.stop_hit = False  # a stop string ended the output (the engine request may run on: abort it)
         self.stats: dict[str, Any] = {}
-        self._sent = 0
+        self.logprobs: list[Any] = []  # the engine's TokenLogprob per token, when asked for
+        self._logprobs_sent = 0
+        self.calls_sent = 0  # tool calls already streamed
+        self._issued: list[dict[str, Any]] = []  # whole calls seen while streaming, with their ids
+        self._final: tuple[str | None, list[dict[str, Any]] | None, str] | None = None
 
     @property
     def finished(self) -> bool:
         return self.finish_reason is not None
 
+    @property
+    def text(self) -> str:
+        return self._detokenizer.text if self._detokenizer is not None else ""
+
     def update(self, output: Any) -> None:
         """Take the engine's latest RequestOutput (or its final one)."""
-        ids = [int(t) for t in output.token_ids]
-        if ids and ids[-1] == self._eos:
-            ids = ids[:-1]
-        self.token_ids = ids
-        text, hit = self._decode(ids), False
-        if self.stops and not (self.mode == "auto" and text.startswith(CALL_START)):
-            text, hit = _cut_at_stop(text, self.stops)
-        self.text = text
+        new = [int(t) for t in output.token_ids[self._received:]]  # this step's tokens only: linear time
+        self._received += len(new)
+        if new and new[-1] == self._eos:  # the engine leaves EOS out; be safe with outputs that do not
+            new.pop()
+        self.token_ids.extend(new)
+        detokenizer = self._detokenizer
+        if detokenizer is None:  # auto mode, undecided: the first character is a few tokens away at most
+            self._first_char = self._decode(self.token_ids)[:1]
+            if self._first_char or output.finished:
+                stops = () if self._first_char == CALL_START else self.stops
+                detokenizer = self._detokenizer = Detokenizer(self._decode, stops)
+                new = self.token_ids
+        hit = detokenizer is not None and detokenizer.push(new)  # True only for a stop string
+        if getattr(output, "logprobs", None) is not None:
+            self.logprobs = output.logprobs[: len(self.token_ids)]
         stats = getattr(output, "stats", None)
         if stats is not None:
             self.stats = stats.to_dict() if hasattr(stats, "to_dict") else dict(stats)
-        if hit:
+        if hit:  # the engine ends here too unless only this choice knows the stops (auto mode text)
             self.stop_hit = True
             self.finish_reason = "stop"
         elif output.finished:
+            detokenizer.finish()
             self.finish_reason = output.finish_reason
 
     def _is_call(self) -> bool | None:
         """auto mode: True / False once known, None while the text could still become a call."""
-        if not self.text:
+        if not self._first_char:
             return None if not self.finished else False
-        return self.text.startswith(CALL_START)  # the auto grammar's text branch cannot start with it
+        return self._first_char == CALL_START  # the auto grammar's text branch cannot start with it
 
     def content_delta(self) -> str:
         """New content text safe to stream now ("" if none)."""
         if self.mode == "required" or (self.mode == "auto" and self._is_call() is not False):
             return ""
-        ready = len(self.text)
-        if not self.finished:
-            ready -= max((len(s) for s in self.stops), default=1) - 1
-            while ready > self._sent and self.text[ready - 1] == "\ufffd":  # unfinished UTF-8 char
-                ready -= 1
-        if ready <= self._sent:
-            return ""
-        delta = self.text[self._sent:ready]
-        self._sent = ready
-        return delta
+        return self._detokenizer.delta()
 
-    def final(self) -> tuple[str | None, list[dict[str, Any]] | None, str]:
-        """(content, tool_calls, finish_reason) once finished. Tool calls are returned only when
-        complete; an output cut by max_tokens is returned as content with finish_reason "length"."""
-        assert self.finish_reason is not None, "final() before the choice finished"
-        if self.finish_reason == "length":
-            return self.text, None, "length"
-        calls_json = None
-        content: str | None = self.text
+    def logprobs_delta(self) -> list[Any]:
+        """Token log-probs not sent yet (all of them once finished)."""
+        fresh = self.logprobs[self._logprobs_sent:]
+        self._logprobs_sent = len(self.logprobs)
+        return fresh
+
+    def _calls_text(self) -> str | None:
+        """The calls array written so far, or None when the output is content."""
         if self.mode == "required":
-            content, calls_json = None, self.text
-        elif self.mode == "auto" and self._is_call():
-            content, calls_json = split_auto_output(self.text)
-        if calls_json is None:
-            return content, None, "stop"
+            return self.text
+        if self.mode == "auto" and self._is_call():
+            body = self.text[len(TOOL_CALL_OPEN):] if len(self.text) >= len(TOOL_CALL_OPEN) else ""
+            return body.removesuffix(TOOL_CALL_CLOSE) if self.finish_reason == "stop" else body
+        return None
+
+    def _parse(self, calls_json: str, complete: bool) -> list[dict[str, Any]]:
         try:
-            return None, parse_calls(calls_json, self.plan), "tool_calls"
+            return parse_calls(calls_json, self.plan, complete=complete)
         except Exception as exc:  # the grammar should make this impossible: report it, loudly
             raise ApiError(500, f"the generated tool call did not validate ({type(exc).__name__}); this is a bug",
                            type="server_error") from exc
+
+    def calls_delta(self) -> list[dict[str, Any]]:
+        """Tool calls completed since the last call (streaming sends each call once it is whole);
+        after the choice finished, every remaining call, including one cut by max_tokens."""
+        calls_json = self._calls_text()
+        if calls_json is None:
+            return []
+        if self.finished:
+            calls = self.final()[1] or []
+        else:
+            whole = [c for c in self._parse(calls_json, complete=False) if _is_whole(c)]  # not the one being written
+            calls = self._issued = self._issued + whole[len(self._issued):]
+        fresh = calls[self.calls_sent:]
+        self.calls_sent = len(calls)
+        return fresh
+
+    def final(self) -> tuple[str | None, list[dict[str, Any]] | None, str]:
+        """(content, tool_calls, finish_reason) once finished. A calls array cut by max_tokens
+        comes back as finish_reason "length" with its complete calls and the cut one (arguments
+        as the cut JSON text) in tool_calls, never as content."""
+        assert self.finish_reason is not None, "final() before the choice finished"
+        if self._final is None:
+            self._final = self._compute_final()
+        return self._final
+
+    def _compute_final(self) -> tuple[str | None, list[dict[str, Any]] | None, str]:
+        calls_json = self._calls_text()
+        if calls_json is None:
+            return self.text, None, "length" if self.finish_reason == "length" else "stop"
+        complete = self.finish_reason == "stop"
+        calls = self._parse(calls_json, complete=complete) if calls_json or complete else []
+        calls[: len(self._issued)] = self._issued  # the same calls, with the ids already streamed
+        return None, calls or None, "tool_calls" if complete else "length"
+
+
+def _is_whole(call: dict[str, Any]) -> bool:
+    try:
+        json.loads(call["function"]["arguments"])
+        return True
+    except json.JSONDecodeError:
+        return False
+
+
+def logprobs_body(entries: Sequence[Any], token_bytes: Callable[[int], bytes]) -> dict[str, Any]:
+    """OpenAI's `logprobs` object of a choice from the engine's TokenLogprob entries: each
+    token's text, UTF-8 bytes, log p and its `top_logprobs`."""
+
+    def one(token_id: int, logprob: float) -> dict[str, Any]:
+        raw = token_bytes(token_id)
+        return {"token": raw.decode("utf-8", errors="replace"), "bytes": list(raw), "logprob": logprob}
+
+    content = [dict(one(e.token_id, e.logprob), top_logprobs=[one(t, lp) for t, lp in e.top]) for e in entries]
+    return {"content": content, "refusal": None}

@@ -156,7 +156,7 @@ class ChatRequest(_Base):
     frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
     logit_bias: dict[str, float] | None = None
     logprobs: bool | None = None
-    top_logprobs: int | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
     user: str | None = None
 
     @field_validator("stop")

@@ -1,34 +1,41 @@
-"""Tool calling: which tools a request may call, the constraint that makes every call valid, the
+"""Tool calling: which tools a request may call, the grammar that makes every call valid, the
 prompt that shows the tools to the model, and parsing the output back into OpenAI `tool_calls`.
 
-The wire format the model writes is a JSON array of calls, `[{"name": ..., "arguments": {...}}]`:
-- `tool_choice="required"` or a named function: the whole output is that array, constrained by a
-  JSON schema (an `anyOf` over the allowed tools, each `arguments` following the tool's schema);
-- `tool_choice="auto"`: the output is either plain text (not starting with `<`), or
-  `<tool_call>` + the array + `</tool_call>`: one regular expression.
-`parallel_tool_calls=false` limits the array to one call. Chat templates without tool support
-(SmolLM2's) get the tools and this format in the system prompt, and earlier calls and tool results
-in the history are rendered as text in the same format.
+The wire format the model writes is a JSON array of calls, `[{"name": ..., "arguments": {...}}]`
+(compact JSON, properties in this order):
+- `tool_choice="required"` or a named function: the whole output is that array;
+- `tool_choice="auto"`: the output is either content or `<tool_call>` + the array + `</tool_call>`.
+  Content is plain text not starting with `<`, or, with a `response_format`, JSON following it
+  (JSON never starts with `<`): the first character decides between the branches.
+`parallel_tool_calls=false` makes the array exactly one call. The grammar is built in the grammar
+layer's IR (`json_schema.SchemaSet`: each tool's parameters are their own document, so their
+`$ref`s resolve inside them) and compiled by `grammar.compile(ir=...)` like any other constraint.
+Chat templates without tool support (SmolLM2's) get the tools and this format in the system
+prompt; earlier calls and tool results in the history are rendered as text in the same format.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..grammar.json_ir import EMPTY, Grammar, Lit, Node, Rep, Rx, alt, opt, seq
+from ..grammar.json_schema import SchemaSet
+from ..grammar.protocol import GrammarError
 from .protocol import ApiError, ChatMessage, NamedToolChoice, Tool
 
 __all__ = [
     "TOOL_CALL_OPEN",
     "TOOL_CALL_CLOSE",
     "CALL_START",
+    "ContentFormat",
     "ToolPlan",
     "plan_tools",
-    "calls_schema",
-    "text_or_calls_regex",
+    "constraint_grammar",
     "render_messages",
     "parse_calls",
     "split_auto_output",
@@ -36,20 +43,32 @@ __all__ = [
 
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"
-CALL_START = TOOL_CALL_OPEN[0]  # in "auto" mode a call starts with it and plain text never does
+CALL_START = TOOL_CALL_OPEN[0]  # in "auto" mode a call starts with it and content never does
 _EMPTY_OBJECT = {"type": "object", "properties": {}, "additionalProperties": False}
+# Plain text in "auto" mode may not start with "<": then the first character decides between
+# text and a call. (Excluding only the full marker needs a regex whose token-level DFA takes
+# minutes to build on a 49k vocabulary; this one builds in a few seconds.)
+_TEXT = opt(Rx(rf"[^{CALL_START}][\s\S]*"))
+
+
+@dataclass(frozen=True)
+class ContentFormat:
+    """What content (not tool calls) must look like: `response_format` resolved."""
+
+    kind: Literal["text", "json_object", "json_schema"] = "text"
+    schema: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
 class ToolPlan:
-    """How one request uses tools. mode "none": answer in text (tools may still appear in the
-    prompt). `schema` is the calls-array schema; `regex` the text-or-call constraint for "auto"."""
+    """How one request uses tools. mode "none": answer with content (tools may still appear in
+    the prompt); "required": only the calls array; "auto": content or a marked calls array.
+    `choice` is the request's tool_choice as the client wrote it, for messages."""
 
     mode: Literal["none", "auto", "required"]
     tools: tuple[Tool, ...]
     parallel: bool
-    schema: dict[str, Any] | None
-    regex: str | None
+    choice: str
     system_prompt: str | None
 
 
@@ -63,41 +82,42 @@ def _arguments_schema(tool: Tool) -> dict[str, Any]:
     return params
 
 
-def calls_schema(tools: Sequence[Tool], parallel: bool) -> dict[str, Any]:
-    """JSON schema of the calls array: each item is one allowed tool's name and its arguments."""
-    variants = [
-        {"type": "object",
-         "properties": {"name": {"const": t.function.name}, "arguments": _arguments_schema(t)},
-         "required": ["name", "arguments"], "additionalProperties": False}
-        for t in tools
-    ]
-    item = variants[0] if len(variants) == 1 else {"anyOf": variants}
-    schema: dict[str, Any] = {"type": "array", "items": item, "minItems": 1}
-    if not parallel:
-        schema["maxItems"] = 1
-    return schema
+def _calls_node(plan: ToolPlan, docs: SchemaSet) -> Node:
+    """`[` call (`,` call)* `]` (one call when not parallel); a call is one allowed tool's
+    name and arguments following that tool's parameters schema."""
+    variants = []
+    for i, tool in enumerate(plan.tools):
+        args = docs.node(_arguments_schema(tool), f"tools[{i}] ('{tool.function.name}') parameters")
+        variants.append(seq(Lit('{"name":' + json.dumps(tool.function.name) + ',"arguments":'), args, Lit("}")))
+    call = alt(*variants)
+    more = Rep(seq(Lit(","), call), 0, None) if plan.parallel else EMPTY
+    return seq(Lit("["), call, more, Lit("]"))
 
 
-# Plain text in "auto" mode may not start with "<": then the first character decides between
-# text and a call. (Excluding only the full marker needs a regex whose token-level DFA takes
-# minutes to build on a 49k vocabulary; this one builds in a few seconds.)
-_TEXT_BRANCH = rf"(?:[^{CALL_START}][\s\S]*)?"  # "<" needs no escape in a class
-
-
-def text_or_calls_regex(schema: dict[str, Any]) -> str:
-    """The "auto" constraint: plain text not starting with "<", or one marked call array."""
-    from outlines_core.json_schema import build_regex_from_schema
-
+def constraint_grammar(plan: ToolPlan, content: ContentFormat) -> Grammar | None:
+    """The grammar of the whole reply: calls for "required"; for "auto" the union of the calls
+    branch and the content branch (text, or JSON following `content`); None for mode "none"."""
+    if plan.mode == "none":
+        return None
+    docs = SchemaSet()
     try:
-        calls = build_regex_from_schema(json.dumps(schema))
-    except Exception as exc:  # outlines-core raises its own ValueError subclasses for unsupported schemas
-        raise ApiError(400, f"unsupported tool parameters schema: {exc}", param="tools") from None
-    from ..grammar.regex_backend import regex_escape
+        calls = _calls_node(plan, docs)
+        if plan.mode == "required":
+            return docs.grammar(calls)
+        if content.kind == "json_schema":
+            body = docs.node(content.schema, "response_format schema")
+        elif content.kind == "json_object":
+            body = docs.any_json_object()
+        else:
+            body = _TEXT
+    except GrammarError as exc:
+        param = "response_format" if "response_format" in str(exc) else "tools"
+        raise ApiError(400, f"invalid or unsupported {'schema' if param == 'response_format' else 'tool schema'}: {exc}",
+                       param=param) from None
+    return docs.grammar(alt(body, seq(Lit(TOOL_CALL_OPEN), calls, Lit(TOOL_CALL_CLOSE))))
 
-    return f"{_TEXT_BRANCH}|{regex_escape(TOOL_CALL_OPEN)}(?:{calls}){regex_escape(TOOL_CALL_CLOSE)}"
 
-
-def _tools_prompt(tools: Sequence[Tool], mode: str, parallel: bool) -> str:
+def _tools_prompt(tools: Sequence[Tool], mode: str, parallel: bool, content: ContentFormat) -> str:
     listing = "\n".join(
         json.dumps({"name": t.function.name, "description": t.function.description or "",
                     "parameters": _arguments_schema(t)}, separators=(",", ":"))
@@ -106,33 +126,36 @@ def _tools_prompt(tools: Sequence[Tool], mode: str, parallel: bool) -> str:
     call = '[{"name": <tool name>, "arguments": <arguments object>}]'
     how = ("Call exactly one tool" if not parallel else "Call one or more tools") + f" by answering with the JSON array {call}."
     if mode == "auto":
-        how = f"To call tools, answer with {TOOL_CALL_OPEN}{call}{TOOL_CALL_CLOSE}; otherwise answer in plain text."
+        otherwise = "in plain text" if content.kind == "text" else "with the JSON answer"
+        how = f"To call tools, answer with {TOOL_CALL_OPEN}{call}{TOOL_CALL_CLOSE}; otherwise answer {otherwise}."
     return f"You can call these tools:\n<tools>\n{listing}\n</tools>\n{how}"
 
 
-def plan_tools(tools: Sequence[Tool] | None, tool_choice: str | NamedToolChoice | None, parallel: bool) -> ToolPlan:
+def _choice_label(choice: str | NamedToolChoice) -> str:
+    return f"'{choice}'" if isinstance(choice, str) else f"naming function '{choice.function.name}'"
+
+
+def plan_tools(tools: Sequence[Tool] | None, tool_choice: str | NamedToolChoice | None, parallel: bool,
+               content: ContentFormat = ContentFormat()) -> ToolPlan:
     """Resolve `tools` + `tool_choice` (OpenAI's defaults: "auto" with tools, "none" without)."""
     tools = tuple(tools or ())
     names = [t.function.name for t in tools]
     if len(set(names)) != len(names):
         raise ApiError(400, "tools: two tools have the same name", param="tools")
     choice = tool_choice if tool_choice is not None else ("auto" if tools else "none")
+    label = _choice_label(choice)
     if choice != "none" and not tools:
-        raise ApiError(400, f"tool_choice {choice if isinstance(choice, str) else 'naming a function'} needs a non-empty 'tools' list",
-                       param="tool_choice")
+        raise ApiError(400, f"tool_choice {label} needs a non-empty 'tools' list", param="tool_choice")
     if choice == "none":
-        return ToolPlan("none", tools, parallel, None, None, None)
+        return ToolPlan("none", tools, parallel, label, None)
     if isinstance(choice, NamedToolChoice):
-        chosen = [t for t in tools if t.function.name == choice.function.name]
+        chosen = tuple(t for t in tools if t.function.name == choice.function.name)
         if not chosen:
             raise ApiError(400, f"tool_choice names function '{choice.function.name}', which is not in tools "
                            f"({', '.join(names)})", param="tool_choice")
-        schema = calls_schema(chosen, parallel)
-        return ToolPlan("required", tuple(chosen), parallel, schema, None, _tools_prompt(chosen, "required", parallel))
-    schema = calls_schema(tools, parallel)
-    if choice == "required":
-        return ToolPlan("required", tools, parallel, schema, None, _tools_prompt(tools, "required", parallel))
-    return ToolPlan("auto", tools, parallel, schema, text_or_calls_regex(schema), _tools_prompt(tools, "auto", parallel))
+        return ToolPlan("required", chosen, parallel, label, _tools_prompt(chosen, "required", parallel, content))
+    mode = "required" if choice == "required" else "auto"
+    return ToolPlan(mode, tools, parallel, label, _tools_prompt(tools, mode, parallel, content))
 
 
 def render_messages(messages: Sequence[ChatMessage], plan: ToolPlan) -> list[dict[str, str]]:
@@ -145,7 +168,7 @@ def render_messages(messages: Sequence[ChatMessage], plan: ToolPlan) -> list[dic
         content = m.text
         if m.role == "assistant" and m.tool_calls:
             calls = json.dumps([{"name": c.function.name, "arguments": _loads_or_text(c.function.arguments)}
-                                for c in m.tool_calls])
+                                for c in m.tool_calls], separators=(",", ":"))
             content = (content + "\n" if content else "") + f"{TOOL_CALL_OPEN}{calls}{TOOL_CALL_CLOSE}"
         out.append({"role": role, "content": content})
     if plan.system_prompt:
@@ -171,16 +194,54 @@ def split_auto_output(text: str) -> tuple[str | None, str | None]:
     return text, None
 
 
-def parse_calls(calls_json: str, plan: ToolPlan) -> list[dict[str, Any]]:
-    """The generated calls array -> OpenAI `tool_calls` (arguments as JSON strings), checked
-    against each tool's schema. Raises ValueError if the text is not a valid call array (which the
-    grammar rules out for complete outputs)."""
+_PARTIAL_CALL = re.compile(r'\{"name":("(?:[^"\\]|\\.)*"),"arguments":(.*)', re.DOTALL)
+
+
+def _openai_call(name: str, arguments: str) -> dict[str, Any]:
+    return {"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def parse_calls(calls_json: str, plan: ToolPlan, complete: bool = True) -> list[dict[str, Any]]:
+    """The generated calls array -> OpenAI `tool_calls` (arguments as JSON strings), each checked
+    against its tool's parameters schema.
+
+    complete=False reads an array cut by max_tokens: every complete call, then the call being
+    written when it was cut (its name complete, `arguments` the cut JSON text), as OpenAI returns
+    a call cut by the length limit. Raises ValueError if the text is not (a prefix of) a valid
+    call array, which the grammar rules out."""
     import jsonschema
 
-    calls = json.loads(calls_json)
-    jsonschema.validate(calls, plan.schema)
-    return [
-        {"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
-         "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
-        for c in calls
-    ]
+    schemas = {t.function.name: _arguments_schema(t) for t in plan.tools}
+    decoder = json.JSONDecoder()
+    calls: list[dict[str, Any]] = []
+    if not calls_json.startswith("["):
+        if complete or calls_json:
+            raise ValueError("a tool-call array starts with '['")
+        return calls
+    pos = 1
+    while pos < len(calls_json):
+        try:
+            call, end = decoder.raw_decode(calls_json, pos)
+        except json.JSONDecodeError:
+            if complete:
+                raise
+            partial = _PARTIAL_CALL.fullmatch(calls_json, pos)
+            if partial is not None and json.loads(partial.group(1)) in schemas:
+                calls.append(_openai_call(json.loads(partial.group(1)), partial.group(2)))
+            return calls
+        if set(call) != {"name", "arguments"} or call["name"] not in schemas:
+            raise ValueError(f"not a call of an allowed tool: {call!r}")
+        jsonschema.validate(call["arguments"], schemas[call["name"]])
+        calls.append(_openai_call(call["name"], json.dumps(call["arguments"])))
+        if calls_json[end:end + 1] not in (",", "]"):
+            if complete or end < len(calls_json):
+                raise ValueError(f"unexpected text after a call at {end}")
+            return calls
+        if calls_json[end] == "]":
+            if end + 1 != len(calls_json):
+                raise ValueError("text after the call array")
+            return calls
+        pos = end + 1
+    if complete:
+        raise ValueError("the call array is not closed")
+    return calls

@@ -56,3 +56,24 @@ def test_streaming(generator, capsys):
     recipe = module.main(generator)
     assert isinstance(recipe, module.Recipe)
     assert recipe.model_dump_json() in capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def server_url(generator):
+    from constrained_spec.server.app import BackgroundServer, create_app
+
+    with BackgroundServer(create_app(generator)) as server:
+        yield server.base_url
+
+
+def test_agent_client_makes_a_tool_call(server_url):
+    module = load("agent_client")
+    out = module.main(server_url)
+    assert out["calls"] and out["calls"][0]["name"] == "get_weather" and isinstance(out["calls"][0]["arguments"]["city"], str)
+    assert isinstance(out["answer"], module.Forecast)
+
+
+@pytest.mark.parametrize("responses", [False, True])
+def test_agents_sdk_agent(server_url, responses):
+    module = load("agents_sdk_agent")
+    assert isinstance(module.main(server_url, responses), module.Weather)

@@ -15,6 +15,6 @@ def test_bench_grammar_smoke(capsys):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     rows = module.main(["--smoke"])
-    assert rows and rows[0]["backend"] == "ours (outlines-core)"
+    assert rows and rows[0]["backend"] == "ours (default)" and rows[0]["compiled"] == 1
     assert rows[0]["p50_ms"] > 0 and rows[0]["p99_ms"] >= rows[0]["p50_ms"]
     assert "mask p50" in capsys.readouterr().out

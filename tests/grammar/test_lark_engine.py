@@ -170,15 +170,18 @@ def test_advance_then_rollback_restores_mask(grammar, seed, steps, back) -> None
     m = grammar.matcher()
     for tok in prefix:
         m.accept_token(tok)
-    before = mask_tensor(m)
     extra = _random_walk_from(m.fork(), rng, steps)
     assert m.validate_tokens(extra) == len(extra)
+    masks = [mask_tensor(m)]  # masks[i]: after prefix + extra[:i]
     for tok in extra:
         m.accept_token(tok)
+        masks.append(mask_tensor(m))
     k = min(back, len(extra))
-    m.rollback(len(extra))
-    assert (mask_tensor(m) == before).all()
-    assert m.num_accepted == len(prefix) and k <= len(extra)
+    m.rollback(k)  # partially: back to prefix + extra[:len(extra) - k]
+    assert m.num_accepted == len(prefix) + len(extra) - k
+    assert (mask_tensor(m) == masks[len(extra) - k]).all()
+    m.rollback(len(extra) - k)  # the rest
+    assert m.num_accepted == len(prefix) and (mask_tensor(m) == masks[0]).all()
 
 
 def _random_walk_from(m, rng, steps) -> list[int]:

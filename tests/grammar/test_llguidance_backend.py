@@ -53,3 +53,29 @@ def test_backends_agree_on_a_schema(backend):
 def test_llguidance_bad_grammar_raises():
     with pytest.raises(GrammarError, match="llguidance"):
         compile(grammar="start: undefined_rule\n", vocab=VOCAB, backend="llguidance")
+
+
+def test_llguidance_allows_the_models_own_tokenization(smollm2_tokenizer, smollm2_vocab):
+    """Issue 11: after `{"dependency_type":"jsonpath_ready","` the adapter allowed only the
+    longest-match `expression`, while SmolLM2 writes `exp` + `ressions`. Every tokenization of a
+    valid text must be allowed by the mask, exactly where validate_tokens allows it."""
+    import random
+
+    schema = {"type": "object", "properties": {"dependency_type": {"const": "jsonpath_ready"}, "expressions": {"type": "array", "items": {"type": "string"}}},
+              "required": ["dependency_type", "expressions"]}  # fmt: skip
+    text = '{"dependency_type":"jsonpath_ready","expressions":["$.a","null"]}'
+    vocab, eos = smollm2_vocab, smollm2_vocab.eos_token_id
+    compiled = compile(json_schema=schema, vocab=vocab, backend="llguidance")
+    bpe = smollm2_tokenizer.encode(text, add_special_tokens=False)
+    assert [smollm2_tokenizer.decode([t]) for t in bpe[10:12]] == ["exp", "ressions"]
+    rng = random.Random(0)
+    splits = [bpe] + [smollm2_tokenizer.encode(text[:k], add_special_tokens=False) + smollm2_tokenizer.encode(text[k:], add_special_tokens=False)
+                      for k in sorted(rng.sample(range(1, len(text)), 12))]  # fmt: skip
+    for ids in splits:
+        assert b"".join(vocab.token_bytes[t] for t in ids) == text.encode()
+        m = compiled.matcher()
+        for t in ids:
+            mask = allowed(m)
+            assert t in mask and eos not in mask
+            m.accept_token(t)
+        assert allowed(m) == {eos}

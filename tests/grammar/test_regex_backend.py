@@ -9,7 +9,7 @@ import torch
 
 from constrained_spec.bitmask import new_bitmask, unpack_bitmask
 from constrained_spec.grammar import GrammarError, GrammarMatcher, Vocabulary, compile_choices, compile_regex
-from constrained_spec.grammar.regex_backend import regex_escape
+from constrained_spec.grammar.regex_backend import CompiledRegex, regex_escape
 
 TOKENS = ["<eos>", "a", "b", "c", "ab", "abc", "1", "2", "12", "-", '"', "{", "}", ":", "é", "\u00e9a"]
 EOS = 0
@@ -159,3 +159,12 @@ def test_open_string_class_is_not_accepting():
     assert not m.is_accepting() and allowed(m) == {1, 2}
     m.accept_token(1)
     assert m.is_accepting() and allowed(m) == {0}
+
+
+def test_every_live_state_has_its_mask_row_at_compile(vocab):
+    """Masks are built at compile (a fill is one copy) and equal allowed_tokens, EOS included."""
+    g = CompiledRegex(r"(ab|a[0-9]+)c?", vocab)
+    assert set(g._masks) == set(g._rows) and len(g._rows) > 2
+    for state in g._rows:
+        bits = unpack_bitmask(g.mask(state), vocab.size)
+        assert set(torch.nonzero(bits).flatten().tolist()) == set(g.allowed_tokens(state))

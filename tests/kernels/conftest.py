@@ -1,10 +1,12 @@
-"""Kernel tests run the Triton kernels under the interpreter when there is no GPU.
+"""Kernel tests run on the device where Triton runs: compiled on CUDA when present, else in its
+interpreter on the CPU (the root conftest sets TRITON_INTERPRET=1 only when there is no CUDA, and
+`rejection_triton` sets it itself, only while it defines its kernels).
 
-TRITON_INTERPRET must be set before anything imports triton (it is read when @triton.jit runs),
-so it is set here, at collection time, and the kernel module is imported right away.
+`device` names that device; `make_batch` builds its tensors there. Tests of input checks that
+only run on CPU tensors (value checks cost a sync on CUDA) build CPU batches explicitly.
 """
 
-import os
+import functools
 
 import pytest
 import torch
@@ -12,10 +14,9 @@ import torch
 from constrained_spec.bitmask import pack_allowed
 from constrained_spec.rejection import draw_randomness
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+KERNEL_DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
-import constrained_spec.kernels.rejection_triton  # noqa: E402,F401
+import constrained_spec.kernels.rejection_triton  # noqa: E402,F401  (before anything else imports triton)
 
 
 def _make_batch(
@@ -73,6 +74,17 @@ def _make_batch(
     )
 
 
+@pytest.fixture(params=[KERNEL_DEVICE])
+def device(request) -> str:
+    """The kernel tests' device: "cuda" (compiled Triton) when present, else "cpu" (interpreted)."""
+    return request.param
+
+
 @pytest.fixture
-def make_batch():
-    return _make_batch
+def make_batch(device):
+    return functools.partial(_make_batch, device=device)
+
+
+@pytest.fixture
+def make_cpu_batch():
+    return functools.partial(_make_batch, device="cpu")

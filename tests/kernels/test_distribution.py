@@ -20,7 +20,7 @@ VOCAB = 12
 
 
 @pytest.mark.parametrize("dense", [True, False])
-def test_first_token_follows_masked_tempered_target(dense):
+def test_first_token_follows_masked_tempered_target(dense, device):
     g = torch.Generator().manual_seed(1234)
     temperature = 0.8
     logits = torch.randn(2, VOCAB, generator=g) * 2  # draft row, bonus row
@@ -35,12 +35,13 @@ def test_first_token_follows_masked_tempered_target(dense):
         drafts = torch.full((N,), 5, dtype=torch.long)
         draft_probs = None
     gen = torch.Generator().manual_seed(99)
-    randomness = draw_randomness([gen] * N, [1] * N, VOCAB)
+    randomness = draw_randomness([gen] * N, [1] * N, VOCAB, device=device)
     out, _ = rejection_sample_logits(
-        logits.repeat(N, 1), pack_allowed(allowed).repeat(N, 1), torch.full((N,), temperature), drafts,
-        torch.arange(N + 1), draft_probs, randomness, backend="triton",
+        logits.repeat(N, 1).to(device), pack_allowed(allowed).repeat(N, 1).to(device), torch.full((N,), temperature, device=device),
+        drafts.to(device), torch.arange(N + 1, device=device), None if draft_probs is None else draft_probs.to(device), randomness,
+        kernel="triton",
     )
-    counts = torch.bincount(out[:, 0], minlength=VOCAB).double()
+    counts = torch.bincount(out[:, 0].cpu(), minlength=VOCAB).double()
     assert counts[[3, 7, 8]].sum() == 0, "a forbidden token was emitted"
     keep = p > 0
     expected = p[keep].double() * N

@@ -12,14 +12,15 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="large voc
 
 
 def both(batch: dict) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
-    return rejection_sample_logits(**batch, backend="torch"), rejection_sample_logits(**batch, backend="triton")
+    return rejection_sample_logits(**batch, kernel="torch"), rejection_sample_logits(**batch, kernel="triton")
 
 
 def assert_same(batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
     (ref_out, ref_n), (out, n) = both(batch)
+    assert out.device == batch["logits"].device and ref_out.device == batch["logits"].device
     assert torch.equal(out.cpu(), ref_out.cpu()), f"tokens differ:\n{out}\nvs reference\n{ref_out}"
     assert torch.equal(n.cpu(), ref_n.cpu())
-    return ref_out, ref_n
+    return ref_out.cpu(), ref_n.cpu()
 
 
 @pytest.mark.parametrize("dense", [True, False])
@@ -63,7 +64,7 @@ def test_first_draft_rejected(make_batch):
 def test_one_token_masks_force_the_token(make_batch):
     batch = make_batch(11, 70, [2, 0, 3], one_token_rows=1.0)
     out, n = assert_same(batch)
-    allowed_token = unpack_bitmask(batch["bitmask"], 70).int().argmax(dim=-1)  # [rows], one bit per row
+    allowed_token = unpack_bitmask(batch["bitmask"].cpu(), 70).int().argmax(dim=-1)  # [rows], one bit per row
     cu = batch["cu_num_draft_tokens"].tolist()
     for b in range(3):
         for j in range(int(n[b]) + 1):
@@ -80,17 +81,17 @@ def test_filtered_logits_then_kernel_equals_process_logits_then_reference(make_b
     probs = process_logits(raw, params, prompt_ids=[1, 2], draft_ids=drafts, bitmask=batch["bitmask"])
     q = batch["draft_probs"]
     # Drafts must be allowed by the processed p's support for q(x) > 0 to be meaningful; keep them.
-    ref = rejection_sample(probs, batch["draft_token_ids"], batch["cu_num_draft_tokens"], q, batch["randomness"], torch.tensor([False]))
-    for backend in ("torch", "triton"):
+    ref = rejection_sample(probs, batch["draft_token_ids"], batch["cu_num_draft_tokens"], q, batch["randomness"], torch.tensor([False], device=raw.device))
+    for kernel in ("torch", "triton"):
         out = rejection_sample_logits(filt, batch["bitmask"], batch["temperature"], batch["draft_token_ids"],
-                                      batch["cu_num_draft_tokens"], q, batch["randomness"], backend=backend)
-        assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1]), backend
+                                      batch["cu_num_draft_tokens"], q, batch["randomness"], kernel=kernel)
+        assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1]), kernel
 
 
 def test_max_num_draft_tokens_pads_output(make_batch):
     batch = make_batch(2, 20, [1, 2])
-    for backend in ("torch", "triton"):
-        out, _ = rejection_sample_logits(**batch, backend=backend, max_num_draft_tokens=5)
+    for kernel in ("torch", "triton"):
+        out, _ = rejection_sample_logits(**batch, kernel=kernel, max_num_draft_tokens=5)
         assert out.shape == (2, 6) and (out[:, 3:] == -1).all()
 
 
@@ -98,4 +99,4 @@ def test_max_num_draft_tokens_pads_output(make_batch):
 @pytest.mark.parametrize("vocab", [49152, 50257, 128256])
 @pytest.mark.parametrize("dense", [True, False])
 def test_real_vocabularies_on_gpu(make_batch, vocab, dense):
-    assert_same(make_batch(1, vocab, [0, 4, 8, 1, 3], dense=dense, device="cuda"))
+    assert_same(make_batch(1, vocab, [0, 4, 8, 1, 3], dense=dense))

@@ -144,3 +144,47 @@ def test_disconnect_frees_the_slot(live_server, model_id):
     while httpx.get(health).json()["in_flight"] and time.monotonic() < deadline:
         time.sleep(0.2)
     assert httpx.get(health).json()["in_flight"] == 0
+
+
+def test_logprobs_non_streamed_and_streamed_agree(client, model_id):
+    """Greedy: the chosen token is the top of its (temperature-1 processed) distribution, the
+    streamed log-probs concatenate to the non-streamed ones, and they are valid log-probabilities."""
+    kwargs = dict(model=model_id, messages=[{"role": "user", "content": "Name a fruit."}], temperature=0, max_tokens=6,
+                  logprobs=True, top_logprobs=3)
+    whole = client.chat.completions.create(**kwargs)
+    content = whole.choices[0].logprobs.content
+    assert len(content) == whole.usage.completion_tokens
+    assert "".join(e.token for e in content) == whole.choices[0].message.content
+    for e in content:
+        assert e.logprob <= 0 and len(e.top_logprobs) == 3 and e.top_logprobs[0].logprob == pytest.approx(e.logprob, abs=1e-5)
+    chunks = list(client.chat.completions.create(stream=True, **kwargs))
+    streamed = [e for c in chunks if c.choices and c.choices[0].logprobs for e in c.choices[0].logprobs.content]
+    assert [e.token for e in streamed] == [e.token for e in content]
+    assert [e.logprob for e in streamed] == pytest.approx([e.logprob for e in content], abs=1e-4)
+
+
+def test_tools_with_response_format_reply_is_calls_or_schema_content(client, model_id):
+    """tool_choice "auto" + response_format: one grammar, the union of both branches."""
+    response_format = {"type": "json_schema", "json_schema": {"name": "City", "schema": City.model_json_schema()}}
+    completion = client.chat.completions.create(model=model_id, messages=[{"role": "user", "content": "Paris is in France. Give the city."}],
+                                                tools=[WEATHER], response_format=response_format, temperature=0, max_tokens=40)
+    choice = completion.choices[0]
+    if choice.finish_reason == "tool_calls":
+        assert choice.message.content is None and "city" in json.loads(choice.message.tool_calls[0].function.arguments)
+    else:
+        assert choice.finish_reason == "stop" and City.model_validate_json(choice.message.content)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_call_cut_by_max_tokens_comes_back_as_tool_calls_with_length(client, model_id, stream):
+    kwargs = dict(model=model_id, messages=ASK, tools=[WEATHER], tool_choice="required", temperature=0, max_tokens=9)
+    if stream:
+        chunks = list(client.chat.completions.create(stream=True, **kwargs))
+        content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        calls = [d for c in chunks if c.choices for d in (c.choices[0].delta.tool_calls or [])]
+        reason = chunks[-1].choices[0].finish_reason
+    else:
+        choice = client.chat.completions.create(**kwargs).choices[0]
+        content, calls, reason = choice.message.content, choice.message.tool_calls or [], choice.finish_reason
+    assert reason == "length" and not content  # never the internal call text as content
+    assert all(c.function.name == "get_weather" for c in calls)

@@ -40,8 +40,8 @@ def test_unknown_model_is_404(client):
           "tool_choice": "required"}, "does not resolve", "tools"),
         ({"max_tokens": 100_000}, "above this server's limit of 512", "max_tokens"),
         ({"n": 50}, "n=50 is above this server's limit", "n"),
-        ({"logprobs": True}, "logprobs are not supported", "logprobs"),
-        ({"tools": TOOLS, "tool_choice": "required", "response_format": {"type": "json_object"}}, "cannot be combined", "response_format"),
+        ({"top_logprobs": 2}, "top_logprobs needs logprobs: true", "top_logprobs"),
+        ({"logprobs": True, "top_logprobs": 50}, "invalid value for 'top_logprobs'", "top_logprobs"),
     ],
 )
 def test_bad_requests_are_400(client, model_id, kwargs, message, param):

@@ -47,7 +47,26 @@ def test_auto_text_streams_and_call_is_buffered_then_validated():
     assert calls[0]["function"] == {"name": "get_weather", "arguments": '{"city": "Oslo"}'}
 
 
-def test_call_cut_by_max_tokens_is_content_with_length():
+def test_call_cut_by_max_tokens_comes_back_in_tool_calls_with_length():
+    """Never the internal call text as content: complete calls and the cut one in tool_calls."""
     choice = ChoiceOutput(0, _decode, EOS, (), plan_tools([WEATHER], "required", True))
-    _feed(choice, ['[{"name":"get_'], finish="length")
-    assert choice.final() == ('[{"name":"get_', None, "length")
+    _feed(choice, ['[{"name":"get_weather","arguments":{"city":"Rome"}},{"name":"get_weather","arguments":{"ci'], finish="length")
+    content, calls, reason = choice.final()
+    assert content is None and reason == "length" and len(calls) == 2
+    assert calls[0]["function"]["arguments"] == '{"city": "Rome"}' and calls[1]["function"]["arguments"] == '{"ci'
+    early = ChoiceOutput(0, _decode, EOS, (), plan_tools([WEATHER], "auto", True))
+    _feed(early, ["<tool_c"], finish="length")
+    assert early.final() == (None, None, "length")
+
+
+def test_streamed_calls_are_sent_once_each_when_whole_with_stable_ids():
+    choice = ChoiceOutput(0, _decode, EOS, (), plan_tools([WEATHER], "auto", True))
+    one = '{"name":"get_weather","arguments":{"city":"Rome"}}'
+    sent = []
+    for piece, last in (("<tool_call>[", False), (one[:20], False), (one[20:] + ",", False), (one, False), ("]</tool_call>", True)):
+        text = choice.text if choice.token_ids else ""
+        ids = [ord(c) for c in text + piece] + ([EOS] if last else [])
+        choice.update(SimpleNamespace(token_ids=ids, finished=last, finish_reason="stop" if last else None, stats=None))
+        sent.append(choice.calls_delta())
+    assert [len(s) for s in sent] == [0, 0, 1, 1, 0]  # a call is sent as soon as its object closes
+    assert [c["id"] for c in choice.final()[1]] == [sent[2][0]["id"], sent[3][0]["id"]]

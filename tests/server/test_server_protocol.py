@@ -56,3 +56,22 @@ def test_response_bodies_have_openai_shape():
     assert body["object"] == "chat.completion" and body["constrained_spec"] == {"speculation": []}
     chunk = chunk_body("id1", "m", 5, [{"index": 0, "delta": {}}])
     assert chunk["object"] == "chat.completion.chunk" and chunk["created"] == 5 and "usage" not in chunk
+
+
+def test_default_max_tokens_is_the_remaining_context_and_limits_name_the_field():
+    from types import SimpleNamespace
+
+    from constrained_spec.server.app import ChatService, ServerConfig
+    from constrained_spec.server.protocol import ApiError, ChatRequest
+
+    def max_tokens(config, **body):
+        service = SimpleNamespace(context_length=8192, config=config)
+        req = ChatRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "hi"}], **body})
+        return ChatService._max_tokens(service, req, 192)
+
+    assert max_tokens(ServerConfig()) == 8000  # no max_tokens: the rest of the context
+    assert max_tokens(ServerConfig(max_tokens_limit=512)) == 512
+    assert max_tokens(ServerConfig(), max_completion_tokens=7) == 7
+    with pytest.raises(ApiError) as info:
+        max_tokens(ServerConfig(), max_tokens=8001)
+    assert info.value.param == "max_tokens" and info.value.code == "context_length_exceeded"

@@ -104,10 +104,10 @@ def test_abort_and_thread_safe_add():
     for t in threads:
         t.join()
     assert len(set(ids)) == 8
-    eng.step()
-    eng.abort(ids[0])
+    running = [o.request_id for o in eng.step() if not o.finished]  # unseeded: one may end at once
+    eng.abort(running[0])
     outs = {o.request_id: o for o in eng.step()}
-    assert outs[ids[0]].finished and outs[ids[0]].finish_reason == "abort"
+    assert outs[running[0]].finished and outs[running[0]].finish_reason == "abort"
     while eng.has_unfinished():
         eng.step()
 
@@ -132,5 +132,60 @@ def test_bad_input_errors():
     eng.add_request([1], SamplingParams(), request_id="x")
     with pytest.raises(ValueError, match="already in use"):
         eng.add_request([1], SamplingParams(), request_id="x")
-    with pytest.raises(ValueError, match="max_draft_tokens must be >= 0"):
+    with pytest.raises(ValueError, match="max_draft_tokens must be an integer >= 0"):
         engine(max_draft_tokens=-1)
+
+
+@pytest.mark.parametrize("proposer", [None, ToyDraftModelProposer(ToyLM(V, seed=3).perturbed()), GrammarWalkProposer()])
+@pytest.mark.parametrize("params", [
+    SamplingParams(temperature=1.3, top_k=6, repetition_penalty=1.2, max_tokens=14, seed=5),
+    SamplingParams(temperature=0, presence_penalty=0.5, max_tokens=14),
+])
+def test_logprobs_match_an_independent_computation(proposer, params):
+    """Each emitted token's log-prob (drafts accepted or not) equals log p recomputed from the
+    model's own forward over prompt + output, with the same grammar mask and processing
+    (greedy: the processed distribution at temperature 1)."""
+    from constrained_spec.bitmask import new_bitmask
+    from constrained_spec.sampling import process_logits
+
+    model, grammar = ToyLM(V, seed=3), small_grammar()
+    outs = engine(proposer, model=model, max_draft_tokens=4).generate(PROMPTS, [params] * len(PROMPTS), grammar)
+    assert all(o.logprobs is None for o in outs)  # off unless asked for
+    spec = engine(proposer, model=model, max_draft_tokens=4)
+    prompts = PROMPTS * 3
+    ids = [spec.add_request(p, params.replace(seed=i) if not params.greedy else params, grammar, logprobs=2) for i, p in enumerate(prompts)]
+    final = {}
+    while len(final) < len(ids):
+        final.update({o.request_id: o for o in spec.step() if o.finished})
+    checked = 0
+    for prompt, request_id in zip(prompts, ids):
+        out = final[request_id]
+        assert [e.token_id for e in out.logprobs] == out.token_ids
+        matcher = grammar.matcher()
+        for j, entry in enumerate(out.logprobs):
+            context = torch.tensor([prompt + out.token_ids[:j]])
+            logits = model(context)[0, -1:]  # [1, V]
+            mask = new_bitmask(1, matcher.vocab_size)
+            matcher.fill_bitmask(mask, 0)
+            reference = params if not params.greedy else params.replace(temperature=1.0)
+            p = process_logits(logits, reference, prompt, out.token_ids[:j], bitmask=mask)[0]  # [V]
+            assert entry.logprob == pytest.approx(float(torch.log(p[entry.token_id])), abs=1e-4)
+            top = torch.topk(torch.log(p), 2)
+            assert [t for t, _ in entry.top] == top.indices.tolist() or sorted(v for _, v in entry.top) == pytest.approx(sorted(top.values.tolist()), abs=1e-4)
+            matcher.accept_token(entry.token_id)
+            checked += 1
+    assert checked > 20
+    if proposer is not None:  # drafts were accepted: their tokens' log-probs are checked too
+        assert sum(final[i].stats.accepted for i in ids) > 0
+
+
+def test_a_second_owner_stepping_at_once_is_refused():
+    eng = engine(RandomOneHotProposer())
+    eng.add_request([1, 2], SamplingParams(max_tokens=5, seed=0))
+    eng._stepping.acquire()  # as if another thread were inside step()
+    try:
+        with pytest.raises(RuntimeError, match="one owner"):
+            eng.step()
+    finally:
+        eng._stepping.release()
+    assert eng.step()  # the owner's own step runs

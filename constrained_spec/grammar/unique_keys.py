@@ -1,0 +1,168 @@
+"""JSON without duplicate keys: a wrapper over any JSON grammar (JSON-object mode).
+
+"No key twice in one object" is not context-free, so no grammar says it; this wrapper tracks the
+keys of every open object byte by byte alongside the wrapped matcher and removes, from the
+wrapped mask, each token whose bytes would close a key already in its object (compared as
+decoded JSON strings, so `"a"` and `"\\u0061"` are the same key). Only tokens containing `"` can
+close a key, so a mask costs one pass over the allowed ones among those.
+
+The wrapped grammar guarantees well-formed JSON, so the tracker only needs: the stack of open
+containers (an object frame holds its keys and whether a key comes next), and the string being
+read (with its escape state, and its raw bytes when it is a key).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+import torch
+
+from .protocol import CompiledGrammar, GrammarError, GrammarMatcher
+from .vocabulary import Vocabulary
+
+__all__ = ["UniqueKeysGrammar", "UniqueKeysMatcher"]
+
+# State: (stack, in_string, escaped, key) where stack is a tuple of frames, a frame is None (an
+# array) or (keys: frozenset[str], key_next: bool), and key is the raw bytes of the key being read
+# (None when the string is a value or no string is open). Immutable, so rollback is a list pop.
+State = tuple
+_START: State = ((), False, False, None)
+_DUPLICATE = None  # what _advance returns when a byte closes a duplicate key
+
+
+def _advance(state: State, data: bytes) -> State | None:
+    stack, in_string, escaped, key = state
+    for byte in data:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # closing quote
+                in_string = False
+                if key is not None:
+                    keys, _ = stack[-1]
+                    name = _decode_key(key)
+                    if name in keys:
+                        return _DUPLICATE
+                    stack = stack[:-1] + ((keys | {name}, False),)
+                    key = None
+                continue
+            if key is not None:
+                key += bytes((byte,))
+        elif byte == 0x22:
+            in_string = True
+            top = stack[-1] if stack else None
+            key = b"" if top is not None and top[1] else None
+        elif byte == 0x7B:  # {
+            stack = stack + ((frozenset(), True),)
+        elif byte == 0x5B:  # [
+            stack = stack + (None,)
+        elif byte in (0x7D, 0x5D):  # } ]
+            stack = stack[:-1]
+        elif byte == 0x2C and stack and stack[-1] is not None:  # , inside an object: a key is next
+            stack = stack[:-1] + ((stack[-1][0], True),)
+    return (stack, in_string, escaped, key)
+
+
+def _decode_key(raw: bytes) -> str:
+    try:
+        return json.loads(b'"' + raw + b'"')
+    except ValueError:  # not valid yet per the wrapped grammar: compare the raw text
+        return raw.decode("utf-8", "replace")
+
+
+@lru_cache(maxsize=8)
+def _quote_tokens(vocab: Vocabulary) -> np.ndarray:
+    """Ids of the tokens whose bytes contain `"`, int64 `[n]`."""
+    return np.array([i for i, b in enumerate(vocab.token_bytes) if b is not None and b'"' in b], dtype=np.int64)
+
+
+class UniqueKeysGrammar:
+    """CompiledGrammar: `inner` (a JSON grammar) with duplicate keys removed."""
+
+    def __init__(self, inner: CompiledGrammar, vocab: Vocabulary) -> None:
+        self.inner = inner
+        self.vocab = vocab
+        self._quote_ids = _quote_tokens(vocab)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.inner.vocab_size
+
+    def matcher(self) -> "UniqueKeysMatcher":
+        return UniqueKeysMatcher(self, self.inner.matcher(), [_START])
+
+
+class UniqueKeysMatcher:
+    def __init__(self, grammar: UniqueKeysGrammar, inner: GrammarMatcher, states: list[State]) -> None:
+        self._grammar = grammar
+        self._inner = inner
+        self._states = states  # one per accepted token, after it; [0] = the start
+
+    @property
+    def vocab_size(self) -> int:
+        return self._inner.vocab_size
+
+    def _next(self, state: State, token_id: int) -> State | None:
+        if token_id == self._grammar.vocab.eos_token_id:
+            return state
+        data = self._grammar.vocab.token_bytes[token_id] if 0 <= token_id < len(self._grammar.vocab.token_bytes) else None
+        return state if data is None else _advance(state, data)
+
+    def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
+        self._inner.fill_bitmask(bitmask, row)
+        ids = self._grammar._quote_ids
+        if ids.size == 0:
+            return
+        target = bitmask[row]
+        host = target if target.device.type == "cpu" else target.cpu()
+        words = host.numpy().view(np.uint32)  # [ceil(V/32)]; shares memory with `host`
+        allowed = ids[((words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1).astype(bool)]
+        state = self._states[-1]
+        token_bytes = self._grammar.vocab.token_bytes
+        for token_id in allowed.tolist():
+            if _advance(state, token_bytes[token_id]) is _DUPLICATE:
+                words[token_id >> 5] &= np.uint32(~(1 << (token_id & 31)) & 0xFFFFFFFF)
+        if host is not target:
+            target.copy_(host)
+
+    def accept_token(self, token_id: int) -> None:
+        following = self._next(self._states[-1], token_id)
+        if following is None:
+            raise GrammarError(f"token {token_id} rejected: it would repeat a key of its JSON object")
+        self._inner.accept_token(token_id)
+        self._states.append(following)
+
+    def validate_tokens(self, token_ids: Sequence[int]) -> int:
+        limit = self._inner.validate_tokens(token_ids)
+        state = self._states[-1]
+        for i, token_id in enumerate(token_ids[:limit]):
+            state = self._next(state, token_id)
+            if state is None:
+                return i
+        return limit
+
+    def rollback(self, num_tokens: int) -> None:
+        if num_tokens > len(self._states) - 1:
+            raise GrammarError(f"cannot roll back {num_tokens} tokens: only {len(self._states) - 1} accepted")
+        self._inner.rollback(num_tokens)
+        if num_tokens:
+            del self._states[-num_tokens:]
+
+    def is_accepting(self) -> bool:
+        return self._inner.is_accepting()
+
+    def is_terminated(self) -> bool:
+        return self._inner.is_terminated()
+
+    def forced_bytes(self, max_bytes: int = 64) -> bytes:
+        forced = self._inner.forced_bytes(max_bytes)
+        # Forced text never closes a free key in practice; if it would repeat one, force nothing.
+        return b"" if forced and _advance(self._states[-1], forced) is None else forced
+
+    def fork(self) -> "UniqueKeysMatcher":
+        return UniqueKeysMatcher(self._grammar, self._inner.fork(), list(self._states))

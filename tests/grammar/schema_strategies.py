@@ -1,0 +1,95 @@
+"""Hypothesis strategies for JSON schemas built from the keywords real-world schemas use.
+
+Schemas mean the same under drafts 7 and 2020-12 (so `hypothesis-jsonschema`, a draft-7
+generator, draws instances for them) except `prefixItems`, which it ignores; the oracle judges
+every instance with a 2020-12 validator anyway, so a draw that misses is just one more invalid case.
+"""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+NAMES = st.sampled_from(["a", "b", "c", "id", "name", "tags", "x-y", "with space", "\u00e9t\u00e9", 'q"t', "sl/ash"])
+PATTERNS = st.sampled_from(["^[a-z]+$", "^[A-Z][a-z0-9_]*$", "^[0-9]{3}-[0-9]{4}$", "^(foo|bar)$", "a+", "^\\d+$", "^.{2,5}$", "^[^@]+@[^@]+$"])
+FORMATS = st.sampled_from(["date", "date-time", "time", "email", "uuid", "uri", "ipv4", "hostname"])
+SCALARS = st.sampled_from(["a", "b", "x y", "", 0, 1, -3, 2.5, None, True, False])
+ANNOTATIONS = st.sampled_from([{}, {}, {"title": "T"}, {"description": "d", "default": None}, {"examples": [1]}, {"$comment": "c"}, {"x-vendor": {"k": 1}}, {"readOnly": True}])
+SMALL = st.integers(-100, 100)
+
+
+def _with(base: dict, optional: dict) -> st.SearchStrategy[dict]:
+    return st.builds(lambda extra, note: {**base, **extra, **note}, st.fixed_dictionaries({}, optional=optional), ANNOTATIONS)
+
+
+def _bounded_int(kind: str) -> st.SearchStrategy[dict]:
+    bounds = {"minimum": SMALL, "maximum": SMALL, "exclusiveMinimum": SMALL, "exclusiveMaximum": SMALL}
+    if kind == "integer":
+        bounds["multipleOf"] = st.sampled_from([2, 3, 5])
+    else:
+        bounds["minimum"] = st.one_of(SMALL, st.sampled_from([-0.5, 1.25]))
+    return _with({"type": kind}, bounds)
+
+
+LEAVES = st.one_of(
+    _with({"type": "string"}, {"minLength": st.integers(0, 3), "maxLength": st.integers(2, 8), "pattern": PATTERNS}),
+    st.builds(lambda f: {"type": "string", "format": f}, FORMATS),
+    _bounded_int("integer"),
+    _bounded_int("number"),
+    st.sampled_from([{"type": "boolean"}, {"type": "null"}, {}, {"type": ["string", "null"]}, {"type": ["integer", "boolean"]}]),
+    st.builds(lambda vs: {"enum": vs}, st.lists(SCALARS, min_size=1, max_size=4, unique_by=lambda v: (type(v), v))),
+    st.builds(lambda v: {"const": v}, SCALARS),
+)
+
+
+def _object(children: st.SearchStrategy) -> st.SearchStrategy[dict]:
+    def build(props: dict, required_mask: list[bool], extra: object, min_props: int | None, note: dict) -> dict:
+        schema: dict = {"type": "object", "properties": props, **note}
+        required = [k for k, r in zip(props, required_mask) if r]
+        if required:
+            schema["required"] = required
+        if extra != "absent":
+            schema["additionalProperties"] = extra
+        if min_props is not None:
+            schema["minProperties"] = min_props
+        return schema
+
+    return st.builds(
+        build,
+        st.dictionaries(NAMES, children, max_size=4),
+        st.lists(st.booleans(), min_size=4, max_size=4),
+        st.one_of(st.just("absent"), st.just(False), st.just(True), children),
+        st.one_of(st.none(), st.none(), st.integers(1, 2)),
+        ANNOTATIONS,
+    )
+
+
+def _extend(children: st.SearchStrategy) -> st.SearchStrategy[dict]:
+    return st.one_of(
+        _object(children),
+        st.builds(lambda items, extra: {"type": "array", "items": items, **extra}, children,
+                  st.fixed_dictionaries({}, optional={"minItems": st.integers(0, 2), "maxItems": st.integers(2, 4), "uniqueItems": st.just(True)})),
+        st.builds(lambda prefix, rest: {"type": "array", "prefixItems": prefix, **rest}, st.lists(children, min_size=1, max_size=2),
+                  st.sampled_from([{}, {"items": False}, {"minItems": 1}])),
+        st.builds(lambda a, b: {"anyOf": [a, b]}, children, children),
+        st.builds(lambda a, b: {"oneOf": [a, b]}, children, children),
+        st.builds(lambda obj, names: {"allOf": [obj, {"required": names}]}, _object(children), st.lists(NAMES, min_size=1, max_size=2, unique=True)),
+    )
+
+
+TREES = st.recursive(LEAVES, _extend, max_leaves=6)
+
+
+def _with_definitions(shared: dict, tree: dict) -> dict:
+    return {"$defs": {"shared": shared}, "type": "object", "properties": {"p": {"$ref": "#/$defs/shared"}, "q": tree}, "required": ["p"]}
+
+
+def _recursive(leaf: dict, width: int) -> dict:
+    node = {"type": "object", "properties": {"v": leaf, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": width}}, "required": ["v"]}
+    return {"$defs": {"node": node}, "$ref": "#/$defs/node"}
+
+
+SCHEMAS = st.one_of(
+    TREES,
+    st.builds(_with_definitions, TREES, TREES),
+    st.builds(_recursive, LEAVES, st.integers(1, 3)),
+)

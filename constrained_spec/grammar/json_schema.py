@@ -2,9 +2,8 @@
 
 Generation is deliberately narrower than validation so every accepted text is a valid instance:
 canonical numbers, declared properties in schema order (undeclared ones, where allowed, before
-or after them). By default (`closed_objects=True`) no object admits undeclared keys; with
-`closed_objects=False`, `additionalProperties` absent means "any other key" (the JSON-schema
-meaning; its free-form values are scalars) at a 5-10x compile-time cost on the regex path. Unknown keywords and annotations constrain nothing and
+or after them). `additionalProperties` absent means "any other key" (the JSON-schema meaning;
+those free-form values are generated as scalars); `closed_objects=True` closes every object. Unknown keywords and annotations constrain nothing and
 are ignored (listed once on the `logging` log); `strict=True` refuses unknown ones. Anything we
 cannot express exactly raises GrammarError naming the keyword and its JSON pointer.
 """
@@ -68,7 +67,7 @@ class _Empty(GrammarError):
 
 
 class _Translator:
-    def __init__(self, root: Any, whitespace: str, strict: bool = False, closed_objects: bool = True) -> None:
+    def __init__(self, root: Any, whitespace: str, strict: bool = False, closed_objects: bool = False) -> None:
         if whitespace not in WHITESPACE_MODES:
             raise GrammarError(f"unknown whitespace mode {whitespace!r}; use one of {sorted(WHITESPACE_MODES)}")
         self.root = root
@@ -846,7 +845,7 @@ def _count(s: dict, key: str, default: int | None, path: str) -> int | None:
     return value
 
 
-def schema_to_grammar(schema: Any, whitespace: str = "compact", strict: bool = False, closed_objects: bool = True) -> Grammar:
+def schema_to_grammar(schema: Any, whitespace: str = "compact", strict: bool = False, closed_objects: bool = False) -> Grammar:
     """Translate a JSON schema (dict / JSON string / pydantic class) to the grammar IR.
 
     strict: refuse unknown keywords instead of ignoring them. closed_objects: no object admits a

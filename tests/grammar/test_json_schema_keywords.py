@@ -164,9 +164,9 @@ def test_strict_refuses_unknown_keywords_by_name_and_pointer():
     compile_json_schema({"type": "integer", "title": "t", "description": "d"}, BYTES, strict=True)  # annotations are fine
 
 
-def test_closed_objects_is_the_default():
+def test_closed_objects_option():
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
-    compiled = compile_json_schema(schema, BYTES)
+    compiled = compile_json_schema(schema, BYTES, closed_objects=True)
     assert _walk(compiled, schema, '{"a":1}')
     assert not _walk(compiled, schema, '{"a":1,"b":2}')
 

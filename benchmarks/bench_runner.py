@@ -11,7 +11,7 @@ per-round ratios):
     python benchmarks/bench_runner.py                 # static vs hf
     python benchmarks/bench_runner.py --compile       # + static with torch.compile (inductor; one
                                                       #   bucket of width 8, compiled once, slow)
-    python benchmarks/bench_runner.py --smoke         # tiny, for the test
+    python benchmarks/bench_runner.py --smoke         # tiny, steps only, for the test
 """
 
 from __future__ import annotations
@@ -82,12 +82,13 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--compile", action="store_true", help="also static with torch.compile (inductor) on the step measurement")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    parser.add_argument("--smoke", action="store_true", help="1 round, 2 steps, batches 1 and 2, 8 tokens")
+    parser.add_argument("--no-engine", action="store_true", help="only the step measurement")
+    parser.add_argument("--smoke", action="store_true", help="1 round, 1 step, batches 1 and 2, no warm-up, no engine measurement")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.smoke:
-        args.rounds, args.steps, args.max_tokens, args.batches = 1, 2, 8, [1, 2]
+        args.rounds, args.steps, args.max_tokens, args.batches, args.no_engine = 1, 1, 8, [1, 2], True
     if min(args.rounds, args.steps, args.max_tokens, *args.batches) < 1 or max(args.batches) > len(PEOPLE):
         parser.error(f"--rounds/--steps/--max-tokens must be >= 1 and batches in 1..{len(PEOPLE)}")
 
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     loaded = load_model(verbose=False)
     vocabulary = make_vocabulary(loaded)
-    grammar = compile_json_schema(PERSON, vocabulary)
+    grammar = None if args.no_engine else compile_json_schema(PERSON, vocabulary)
     all_prompts = prompts(loaded.tokenizer)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"model {loaded.name}, torch {torch.__version__}, threads {torch.get_num_threads()}, load average {load:.1f}, "
@@ -108,8 +109,8 @@ def main(argv: list[str] | None = None) -> dict:
         start = time.perf_counter()
         runners[name] = make_runner(name, loaded.model)
         print(f"  {name}: ready in {time.perf_counter() - start:.1f} s", flush=True)
-    engines = {name: build_engine(loaded, draft="auto", vocabulary=vocabulary, runner=name) for name in ("static", "hf")}
-    for b in args.batches:  # first use of each shape (allocations, kernel choices) is not timed
+    engines = {} if args.no_engine else {name: build_engine(loaded, draft="auto", vocabulary=vocabulary, runner=name) for name in ("static", "hf")}
+    for b in [] if args.smoke else args.batches:  # first use of each shape (allocations, kernel choices) is not timed
         for name in names:
             time_steps(runners[name], all_prompts[:b], 1, "warm")
     step_ms = {(n, b): [] for n in names for b in args.batches}
@@ -124,9 +125,9 @@ def main(argv: list[str] | None = None) -> dict:
             for name in [n for n in order if n in engines]:
                 speed, outputs[name] = time_engine(engines[name], batch, grammar, args.max_tokens)
                 tok_s[name, b].append(speed)
-            same = all(a.token_ids == h.token_ids for a, h in zip(outputs["static"], outputs["hf"]))
-            print(f"  round {r + 1} batch {b}: " + ", ".join(f"{n} {step_ms[n, b][-1]:.1f} ms/step" for n in names)
-                  + " | " + ", ".join(f"{n} {tok_s[n, b][-1]:.1f} tok/s" for n in engines) + f" | same tokens: {same}", flush=True)
+            same = all(a.token_ids == h.token_ids for a, h in zip(outputs.get("static", []), outputs.get("hf", [])))
+            engine_part = (" | " + ", ".join(f"{n} {tok_s[n, b][-1]:.1f} tok/s" for n in engines) + f" | same tokens: {same}") if engines else ""
+            print(f"  round {r + 1} batch {b}: " + ", ".join(f"{n} {step_ms[n, b][-1]:.1f} ms/step" for n in names) + engine_part, flush=True)
             if not same:
                 raise SystemExit("error: static and hf runners produced different greedy outputs")
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from .runner_check import check_once, check_runner
+from .runner_check import check_model_runner
 from .static_llama import StaticLlama, unsupported_reason
 
 __all__ = ["StaticRunner", "unsupported_reason", "DRAFT_BUCKETS", "default_compile"]
@@ -95,22 +95,8 @@ class StaticRunner:
             # past which it would silently run eager.
             dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, 16 * len(self.buckets))
             self._warm_up()
-        if self_check:  # our forward vs transformers' on this model, once per model/device/dtype/mode
-            dtype = self.net.embed.dtype
-            check_once(model, ("static", device, dtype, self.compiled), lambda: self._self_check(model, dtype))
-
-    def _self_check(self, model: Any, dtype: torch.dtype) -> float:
-        """runner_check.check_runner against one full transformers forward: a config field this
-        forward ignores, or a library change, fails loudly here instead of sampling wrongly."""
-
-        def full_forward(ids: torch.Tensor) -> torch.Tensor:
-            return model(input_ids=ids.to(self.device), use_cache=False).logits[0]  # [T, V]
-
-        saved, self.prefix_cache_size = self.prefix_cache_size, 0  # the check's prompts stay out of the prefix cache
-        try:
-            return check_runner(self, full_forward, dtype, name="StaticRunner")
-        finally:
-            self.prefix_cache_size = saved
+        if self_check:  # our forward vs transformers' on this model: once per model, device, dtype, mode
+            check_model_runner(self, model, "StaticRunner", key="compiled" if self.compiled else None)
 
     @property
     def vocab_size(self) -> int:

@@ -1,5 +1,6 @@
-"""benchmarks/bench_runner.py --smoke runs end to end (so the benchmark cannot rot): both runners
-are timed at two batch sizes and produce the same greedy tokens (the benchmark exits otherwise)."""
+"""benchmarks/bench_runner.py --smoke runs end to end (so the benchmark cannot rot): both runners'
+score steps are timed at two batch sizes (the engine half, greedy JSON, is skipped: its equality of
+tokens is tested in test_static_runner_model.py)."""
 
 import importlib.util
 import sys
@@ -21,4 +22,4 @@ def test_smoke_mode_times_both_runners_at_two_batch_sizes(capsys):
     assert all(ms > 0 and speedup > 0 for ms, speedup in result.values())
     assert result["hf", 1][1] == 1.0  # hf against itself
     out = capsys.readouterr().out
-    assert "same tokens: True" in out and "speedup vs hf" in out
+    assert "ms/step" in out and "speedup vs hf" in out

@@ -180,6 +180,9 @@ class Grammar:
         """Lark text for `node` as one ATOM: every alternation it writes is parenthesised, so
         the result can be placed next to others in a sequence or under a repetition safely."""
         if not self._has_cycle_ref(node, cyclic) and not self.nullable(node):
+            head = _separator_head(node)
+            if head is not None:  # "," stays its own terminal (B4), the rest one terminal
+                return "(" + _lark_regex(regex_escape(head.items[0].text)) + " " + self._lark(seq(*head.items[1:]), cyclic) + ")"
             return _lark_regex(self._regex(node, ()))
         if isinstance(node, Ref):
             if node.name not in cyclic:
@@ -214,16 +217,32 @@ class Grammar:
         return "(" + " ".join(parts) + ")" if parts else '""'
 
 
+_SEPARATORS = frozenset(",:{[")
+
+
+def _separator_head(node: Node) -> "Seq | None":
+    """`node` if it is a sequence that starts with a one-character separator literal followed by
+    more. Such a sequence must not become one terminal: our lexer backtracks one byte at most, so
+    after `[1` the merged ',"k":1' (an optional member of an enclosing object, in the same LALR
+    lookahead set) would swallow the array's ',' of `[1,"a"]` and die at `a`."""
+    if isinstance(node, Seq) and len(node.items) > 1:
+        first = node.items[0]
+        if isinstance(first, Lit) and first.text in _SEPARATORS:
+            return node
+    return None
+
+
 def _lark_regex(regex: str) -> str:
-    """A regex as a Lark /.../ literal. Lark unescapes `\\"` and `\\/` inside literals, so every
-    quote is written \\x22, every literal backslash (`\\\\`) \\x5c, and every bare '/' gets a
-    backslash."""
+    """A regex as a Lark /.../ literal. Lark's eval_escaping drops the backslash before any quote
+    (so `\\\\"`, a literal backslash then a quote, would lose its backslash, B3): every quote,
+    escaped or bare, is written \\x22, which Lark turns into a plain quote. Backslash pairs pass
+    through unchanged and every bare '/' gets a backslash."""
     out, i = [], 0
     while i < len(regex):
         ch = regex[i]
         if ch == "\\" and i + 1 < len(regex):
             nxt = regex[i + 1]
-            out.append("\\x5c" if nxt == "\\" else "\\x22" if nxt == '"' else "\\/" if nxt == "/" else ch + nxt)
+            out.append("\\x22" if nxt == '"' else "\\/" if nxt == "/" else ch + nxt)
             i += 2
             continue
         out.append("\\x22" if ch == '"' else "\\/" if ch == "/" else ch)

@@ -14,7 +14,12 @@ from dataclasses import dataclass
 
 from .regex_backend import regex_escape
 
-__all__ = ["Node", "Lit", "Rx", "Seq", "Alt", "Rep", "Ref", "Grammar", "RecursiveGrammar", "seq", "alt", "opt"]
+__all__ = ["Node", "Lit", "Rx", "Seq", "Alt", "Rep", "Ref", "Grammar", "RecursiveGrammar", "GrammarTooLarge", "seq", "alt", "opt", "MAX_REGEX_CHARS"]
+
+# outlines-core builds a DFA at ~3.6 us per regex character here (1M chars: ~4 s). A schema can
+# expand exponentially (each array level writes its item twice: `[item(,item)*]`), so regexes
+# beyond this are refused before they are written.
+MAX_REGEX_CHARS = 1_000_000
 
 
 class Node:
@@ -102,6 +107,10 @@ class RecursiveGrammar(Exception):
     """The grammar has a cycle of definitions: it needs the context-free (Lark) path."""
 
 
+class GrammarTooLarge(Exception):
+    """A regex (the whole grammar, or one Lark terminal) would exceed MAX_REGEX_CHARS."""
+
+
 @dataclass
 class Grammar:
     root: Node
@@ -109,7 +118,41 @@ class Grammar:
 
     # ---- regex ----
     def to_regex(self) -> str:
+        reachable = _refs(self.root, self.defs)
+        if reachable & self.cyclic_names():
+            raise RecursiveGrammar(sorted(reachable & self.cyclic_names())[0])
+        self._check_size(self.root)
         return self._regex(self.root, ())
+
+    def _check_size(self, node: Node) -> None:
+        size = self._regex_size(node, {})
+        if size > MAX_REGEX_CHARS:
+            raise GrammarTooLarge(f"the schema expands to a regular expression of about {size:.3g} characters "
+                                  f"(limit {MAX_REGEX_CHARS:,}), e.g. arrays nested too deeply")
+
+    def _regex_size(self, node: Node, memo: dict[int, int]) -> int:
+        """Length of `_regex(node)` (up to a few characters), linear in the DAG of nodes. Only
+        called on acyclic parts; a Ref to a definition being sized counts as 0 (never written)."""
+        known = memo.get(id(node))
+        if known is not None:
+            return known
+        memo[id(node)] = 0  # guards a cycle through a Ref
+        if isinstance(node, Lit):
+            size = len(regex_escape(node.text))
+        elif isinstance(node, Rx):
+            size = len(node.pattern) + 4
+        elif isinstance(node, Seq):
+            size = sum(self._regex_size(i, memo) for i in node.items)
+        elif isinstance(node, Alt):
+            size = 4 + sum(self._regex_size(o, memo) + 1 for o in node.options)
+        elif isinstance(node, Rep):
+            size = 12 + self._regex_size(node.item, memo)
+        elif isinstance(node, Ref):
+            size = self._regex_size(self.defs[node.name], memo)
+        else:
+            raise TypeError(f"unknown node {node!r}")
+        memo[id(node)] = size
+        return size
 
     def _regex(self, node: Node, stack: tuple[str, ...]) -> str:
         if isinstance(node, Lit):
@@ -131,7 +174,7 @@ class Grammar:
     # ---- lark ----
     def cyclic_names(self) -> set[str]:
         """Definitions that reach themselves through references."""
-        edges = {name: _refs(node) for name, node in self.defs.items()}
+        edges = {name: _refs(node) for name, node in self.defs.items()}  # direct references
         cyclic = set()
         for start in self.defs:
             seen, todo = set(), list(edges[start])
@@ -183,6 +226,7 @@ class Grammar:
             head = _separator_head(node)
             if head is not None:  # "," stays its own terminal (B4), the rest one terminal
                 return "(" + _lark_regex(regex_escape(head.items[0].text)) + " " + self._lark(seq(*head.items[1:]), cyclic) + ")"
+            self._check_size(node)
             return _lark_regex(self._regex(node, ()))
         if isinstance(node, Ref):
             if node.name not in cyclic:
@@ -258,13 +302,27 @@ def _quantifier(lo: int, hi: int | None) -> str:
     return f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}"
 
 
-def _refs(node: Node) -> set[str]:
-    if isinstance(node, Ref):
-        return {node.name}
-    children = node.items if isinstance(node, Seq) else node.options if isinstance(node, Alt) else (node.item,) if isinstance(node, Rep) else ()
+def _refs(node: Node, defs: dict[str, Node] | None = None) -> set[str]:
+    """Names `node` references: directly, or also transitively through `defs` when given.
+    Each shared node is visited once (schemas expand to DAGs, exponentially large as trees)."""
     out: set[str] = set()
-    for child in children:
-        out |= _refs(child)
+    seen: set[int] = set()
+    todo = [node]
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, Ref):
+            if defs is not None and node.name not in out:
+                todo.append(defs[node.name])
+            out.add(node.name)
+        elif isinstance(node, Seq):
+            todo.extend(node.items)
+        elif isinstance(node, Alt):
+            todo.extend(node.options)
+        elif isinstance(node, Rep):
+            todo.append(node.item)
     return out
 
 

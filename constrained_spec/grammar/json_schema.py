@@ -862,6 +862,8 @@ def schema_to_grammar(schema: Any, whitespace: str = "compact", strict: bool = F
                 translator.free_extras = False
                 grammar = translator.grammar(root)
             return grammar
+        except _Empty as exc:  # internal (lets anyOf drop a branch); users get a plain GrammarError
+            raise GrammarError(f"the JSON schema allows no value: {exc}") from None
         except RecursionError:
             raise GrammarError("JSON schema is nested too deeply to compile") from None
 

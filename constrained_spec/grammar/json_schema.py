@@ -897,8 +897,8 @@ class SchemaSet:
         grammar = docs.grammar(alt(Lit("<a>"), docs.node(schema_a), docs.node(schema_b)))
     """
 
-    def __init__(self, whitespace: str = "compact") -> None:
-        self._translator = _Translator({}, whitespace)
+    def __init__(self, whitespace: str = "compact", closed_objects: bool = False) -> None:
+        self._translator = _Translator({}, whitespace, closed_objects=closed_objects)
         self._count = 0
 
     def node(self, schema: Any, label: str = "") -> Node:

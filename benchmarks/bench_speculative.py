@@ -183,7 +183,7 @@ def run_ours(engine, loaded, vocabulary, task, temperature: float, seed: int, ma
     from constrained_spec.sampling import SamplingParams
 
     _, text, schema = task
-    grammar = compile_json_schema(schema, vocabulary)  # cached after the first call
+    grammar = compile_json_schema(schema, vocabulary, closed_objects=True)  # declared keys only, like xgrammar strict mode; cached
     params = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=seed)
     ids = prompt_ids(loaded.tokenizer, text)
     if not isinstance(engine.runner, TimedRunner):

@@ -144,6 +144,10 @@ class Generator:
     draft: the proposer: "auto" (grammar-forced strings + n-gram + suffix tree), "forced",
         "ngram", "suffix", "none", a draft model folder, or a `Proposer` object.
     backend: grammar backend, "default" (ours) or "llguidance".
+    closed_objects: True (the default): a JSON-schema object gets only the keys its schema
+        declares, the output LLM callers want (always valid: an absent `additionalProperties`
+        allows extra keys, it does not require them). False: the JSON-schema meaning, undeclared
+        keys with scalar values may be generated too (default backend only).
     runner: "auto" (the static-cache runner for Llama-family models, transformers otherwise),
         "static" or "hf" (transformers' forward; the old path).
     device: "auto" (CUDA when present; the default), "cpu", "cuda[:N]" or a torch.device.
@@ -158,6 +162,7 @@ class Generator:
         *,
         draft: Any = "auto",
         backend: str = "default",
+        closed_objects: bool = True,
         max_draft_tokens: int = 8,
         verbose: bool = True,
         tokenizer: Any = None,
@@ -176,6 +181,7 @@ class Generator:
         check_draft_limit(max_draft_tokens)
         self.verbose = verbose
         self.backend = backend
+        self.closed_objects = bool(closed_objects)
         self.max_draft_tokens = max_draft_tokens
         if verbose:
             _log("loading model ...")
@@ -255,7 +261,8 @@ class Generator:
             for i, choice in enumerate(choices):
                 if isinstance(choice, str):
                     check_text(choice, f"choices[{i}]")
-        compiled = compile_grammar(**spec, vocab=self.vocabulary, backend=self.backend)
+        options = {"closed_objects": self.closed_objects} if "json_schema" in spec and self.backend == "default" else {}
+        compiled = compile_grammar(**spec, vocab=self.vocabulary, backend=self.backend, **options)
         return _Constraint(compiled, parse, hint)
 
     def compile_constraint(

@@ -41,6 +41,8 @@ def _add_generation_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, help="local Hugging Face model folder, or a model id in the local HF cache (default: SmolLM2-135M-Instruct)")
     p.add_argument("--draft", default="auto", help="proposer: auto|forced|ngram|suffix|none or a draft model folder (default auto)")
     p.add_argument("--backend", default="default", choices=GRAMMAR_BACKENDS, help="grammar backend")
+    p.add_argument("--open-objects", action="store_true",
+                   help="JSON schemas: also generate keys an absent additionalProperties allows (default: declared keys only)")
     p.add_argument("--runner", default="auto", choices=RUNNER_NAMES, help="model runner: auto (static KV cache for Llama models), static, hf (transformers)")
     p.add_argument("--temperature", type=float, default=1.0, help="0 = greedy (default 1.0)")
     p.add_argument("--top-p", type=float, default=1.0)
@@ -176,7 +178,7 @@ def _make_generator(args: argparse.Namespace) -> Any:
 
         hf_logging.disable_progress_bar()
     device, dtype = _devices(args)
-    return api.Generator(args.model, draft=args.draft, backend=args.backend, verbose=not args.quiet, runner=args.runner, device=device, dtype=dtype)
+    return api.Generator(args.model, draft=args.draft, backend=args.backend, closed_objects=not getattr(args, "open_objects", False), verbose=not args.quiet, runner=args.runner, device=device, dtype=dtype)
 
 
 def _progress_wanted(args: argparse.Namespace) -> bool:

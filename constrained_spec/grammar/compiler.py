@@ -12,8 +12,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .json_ir import Grammar, RecursiveGrammar
-from .json_schema import json_value_grammar, normalize_schema, schema_to_grammar
+from .json_ir import Grammar, GrammarTooLarge, RecursiveGrammar
+from .json_schema import deep_recursion, json_value_grammar, normalize_schema, schema_to_grammar
 from .protocol import CompiledGrammar, GrammarError
 from .regex_backend import CompiledRegex, regex_escape
 from .vocabulary import Vocabulary
@@ -91,14 +91,27 @@ def _check(vocab: Any, backend: str) -> None:
 def _from_ir(grammar: Grammar, vocab: Vocabulary) -> CompiledGrammar:
     """Regex path when the grammar is regular, the Lark (CFG) engine when it recurses."""
     try:
-        return CompiledRegex(grammar.to_regex(), vocab)
+        with deep_recursion():
+            regex = grammar.to_regex()
+        return CompiledRegex(regex, vocab)
     except RecursiveGrammar:
         pass
+    except GrammarTooLarge as exc:
+        raise GrammarError(str(exc)) from None
+    except RecursionError:
+        raise GrammarError("the grammar is nested too deeply to compile") from None
     try:
         from .lark_engine import compile_lark
     except ImportError as exc:
         raise GrammarError("this constraint is recursive and needs the Lark engine, which is not available") from exc
-    return compile_lark(grammar.to_lark(), vocab)
+    try:
+        with deep_recursion():
+            text = grammar.to_lark()
+    except GrammarTooLarge as exc:
+        raise GrammarError(str(exc)) from None
+    except RecursionError:
+        raise GrammarError("the grammar is nested too deeply to compile") from None
+    return compile_lark(text, vocab)
 
 
 def compile_regex(pattern: str, vocab: Vocabulary, backend: str = "default") -> CompiledGrammar:
@@ -112,19 +125,29 @@ def compile_regex(pattern: str, vocab: Vocabulary, backend: str = "default") -> 
     return _cached(("regex", pattern, vocab.fingerprint, backend), lambda: CompiledRegex(pattern, vocab))
 
 
-def compile_json_schema(schema: Any, vocab: Vocabulary, whitespace: str | None = None, backend: str = "default") -> CompiledGrammar:
+def compile_json_schema(
+    schema: Any, vocab: Vocabulary, whitespace: str | None = None, backend: str = "default",
+    strict: bool = False, closed_objects: bool = False,
+) -> CompiledGrammar:
     """A JSON schema (dict, JSON string, or pydantic model class). whitespace: None/"compact"
-    (no spaces), "spaced" (json.dumps style), or "flexible" (up to 16 whitespace chars anywhere)."""
+    (no spaces), "spaced" (json.dumps style), or "flexible" (up to 16 whitespace chars anywhere).
+    strict: refuse keywords that are neither JSON-schema validation keywords nor annotations
+    (by default they are ignored and listed on the log). closed_objects: no object admits keys
+    its schema does not declare (by default `additionalProperties` absent means any extra key,
+    the JSON-schema meaning, which costs 5-10x compile time on the regex path)."""
     _check(vocab, backend)
     whitespace = whitespace or "compact"
-    schema_dict = normalize_schema(schema)
-    text = json.dumps(schema_dict, sort_keys=True)
-    key = ("json_schema", text, whitespace, vocab.fingerprint, backend)
+    schema_dict = normalize_schema(schema)  # checks the nesting depth
+    with deep_recursion():
+        text = json.dumps(schema_dict, sort_keys=True)
+    key = ("json_schema", text, whitespace, strict, closed_objects, vocab.fingerprint, backend)
+    if backend == "llguidance" and strict:
+        raise GrammarError("strict is an option of the default backend, not of llguidance")
     if backend == "llguidance":
         from .llguidance_backend import compile_llguidance
 
         return _cached(key, lambda: compile_llguidance("json_schema", schema_dict, vocab, whitespace=whitespace))
-    return _cached(key, lambda: _from_ir(schema_to_grammar(schema_dict, whitespace), vocab))
+    return _cached(key, lambda: _from_ir(schema_to_grammar(schema_dict, whitespace, strict, closed_objects), vocab))
 
 
 def compile_json_object(vocab: Vocabulary, whitespace: str | None = None, backend: str = "default") -> CompiledGrammar:
@@ -194,13 +217,16 @@ def compile(
     vocab: Vocabulary,
     backend: str = "default",
     whitespace: str | None = None,
+    strict: bool = False,
+    closed_objects: bool = False,
 ) -> CompiledGrammar:
-    """Compile exactly one constraint for `vocab`; cached by (spec, vocabulary, backend)."""
+    """Compile exactly one constraint for `vocab`; cached by (spec, vocabulary, backend).
+    strict / closed_objects: JSON-schema options (see `compile_json_schema`)."""
     check_spec(regex=regex, json_schema=json_schema, json_object=json_object, choices=choices, grammar=grammar, ir=ir)
     if regex is not None:
         return compile_regex(regex, vocab, backend)
     if json_schema is not None:
-        return compile_json_schema(json_schema, vocab, whitespace, backend)
+        return compile_json_schema(json_schema, vocab, whitespace, backend, strict, closed_objects)
     if json_object:
         return compile_json_object(vocab, whitespace, backend)
     if choices is not None:

@@ -14,7 +14,12 @@ from dataclasses import dataclass
 
 from .regex_backend import regex_escape
 
-__all__ = ["Node", "Lit", "Rx", "Seq", "Alt", "Rep", "Ref", "Grammar", "RecursiveGrammar", "seq", "alt", "opt"]
+__all__ = ["Node", "Lit", "Rx", "Seq", "Alt", "Rep", "Ref", "Grammar", "RecursiveGrammar", "GrammarTooLarge", "seq", "alt", "opt", "MAX_REGEX_CHARS"]
+
+# outlines-core builds a DFA at ~3.6 us per regex character here (1M chars: ~4 s). A schema can
+# expand exponentially (each array level writes its item twice: `[item(,item)*]`), so regexes
+# beyond this are refused before they are written.
+MAX_REGEX_CHARS = 1_000_000
 
 
 class Node:
@@ -63,22 +68,22 @@ def seq(*items: Node) -> Node:
             flat.extend(item.items)
         elif item != EMPTY:
             flat.append(item)
-    # merge adjacent literals: fewer, longer pieces
-    merged: list[Node] = []
-    for item in flat:
-        if merged and isinstance(item, Lit) and isinstance(merged[-1], Lit):
-            merged[-1] = Lit(merged[-1].text + item.text)
-        else:
-            merged.append(item)
-    if not merged:
+    # Adjacent literals stay separate pieces: on the Lark path each becomes its own terminal,
+    # and merging "," into ',"key":' would make one terminal a prefix of another (the lexer then
+    # cannot tell where a "," ends).
+    if not flat:
         return EMPTY
-    return merged[0] if len(merged) == 1 else Seq(tuple(merged))
+    return flat[0] if len(flat) == 1 else Seq(tuple(flat))
 
 
 ANY_JSON = "__any_json__"  # the definition name of "any JSON value"
 
 
 def alt(*options: Node) -> Node:
+    if any(isinstance(o, Ref) and o.name.startswith(ANY_JSON) for o in options):
+        widest = max((o for o in options if isinstance(o, Ref) and o.name.startswith(ANY_JSON)), key=_any_depth)
+        if all(isinstance(o, Ref) and o.name.startswith(ANY_JSON) for o in options) or _any_depth(widest) == float("inf"):
+            return widest
     if Ref(ANY_JSON) in options:  # any value covers every other option (keeps LALR unambiguous)
         return Ref(ANY_JSON)
     unique: list[Node] = []
@@ -89,12 +94,21 @@ def alt(*options: Node) -> Node:
     return unique[0] if len(unique) == 1 else Alt(tuple(unique))
 
 
+def _any_depth(ref: "Ref") -> float:
+    rest = ref.name[len(ANY_JSON) :]
+    return float(rest) if rest else float("inf")
+
+
 def opt(item: Node) -> Node:
     return Rep(item, 0, 1)
 
 
 class RecursiveGrammar(Exception):
     """The grammar has a cycle of definitions: it needs the context-free (Lark) path."""
+
+
+class GrammarTooLarge(Exception):
+    """A regex (the whole grammar, or one Lark terminal) would exceed MAX_REGEX_CHARS."""
 
 
 @dataclass
@@ -104,7 +118,41 @@ class Grammar:
 
     # ---- regex ----
     def to_regex(self) -> str:
+        reachable = _refs(self.root, self.defs)
+        if reachable & self.cyclic_names():
+            raise RecursiveGrammar(sorted(reachable & self.cyclic_names())[0])
+        self._check_size(self.root)
         return self._regex(self.root, ())
+
+    def _check_size(self, node: Node) -> None:
+        size = self._regex_size(node, {})
+        if size > MAX_REGEX_CHARS:
+            raise GrammarTooLarge(f"the schema expands to a regular expression of about {size:.3g} characters "
+                                  f"(limit {MAX_REGEX_CHARS:,}), e.g. arrays nested too deeply")
+
+    def _regex_size(self, node: Node, memo: dict[int, int]) -> int:
+        """Length of `_regex(node)` (up to a few characters), linear in the DAG of nodes. Only
+        called on acyclic parts; a Ref to a definition being sized counts as 0 (never written)."""
+        known = memo.get(id(node))
+        if known is not None:
+            return known
+        memo[id(node)] = 0  # guards a cycle through a Ref
+        if isinstance(node, Lit):
+            size = len(regex_escape(node.text))
+        elif isinstance(node, Rx):
+            size = len(node.pattern) + 4
+        elif isinstance(node, Seq):
+            size = sum(self._regex_size(i, memo) for i in node.items)
+        elif isinstance(node, Alt):
+            size = 4 + sum(self._regex_size(o, memo) + 1 for o in node.options)
+        elif isinstance(node, Rep):
+            size = 12 + self._regex_size(node.item, memo)
+        elif isinstance(node, Ref):
+            size = self._regex_size(self.defs[node.name], memo)
+        else:
+            raise TypeError(f"unknown node {node!r}")
+        memo[id(node)] = size
+        return size
 
     def _regex(self, node: Node, stack: tuple[str, ...]) -> str:
         if isinstance(node, Lit):
@@ -126,7 +174,7 @@ class Grammar:
     # ---- lark ----
     def cyclic_names(self) -> set[str]:
         """Definitions that reach themselves through references."""
-        edges = {name: _refs(node) for name, node in self.defs.items()}
+        edges = {name: _refs(node) for name, node in self.defs.items()}  # direct references
         cyclic = set()
         for start in self.defs:
             seen, todo = set(), list(edges[start])
@@ -172,7 +220,13 @@ class Grammar:
         raise TypeError(f"unknown node {node!r}")
 
     def _lark(self, node: Node, cyclic: set[str]) -> str:
+        """Lark text for `node` as one ATOM: every alternation it writes is parenthesised, so
+        the result can be placed next to others in a sequence or under a repetition safely."""
         if not self._has_cycle_ref(node, cyclic) and not self.nullable(node):
+            head = _separator_head(node)
+            if head is not None:  # "," stays its own terminal (B4), the rest one terminal
+                return "(" + _lark_regex(regex_escape(head.items[0].text)) + " " + self._lark(seq(*head.items[1:]), cyclic) + ")"
+            self._check_size(node)
             return _lark_regex(self._regex(node, ()))
         if isinstance(node, Ref):
             if node.name not in cyclic:
@@ -183,22 +237,18 @@ class Grammar:
         if isinstance(node, (Lit, Rx)):
             raise TypeError(f"unexpected empty leaf {node!r}")
         if isinstance(node, Seq):
-            return " ".join(self._lark_atom(i, cyclic) for i in node.items)
+            return "(" + " ".join(self._lark(i, cyclic) for i in node.items) + ")"
         if isinstance(node, Alt):
             options = [o for o in node.options if o != EMPTY]
-            body = " | ".join(self._lark(o, cyclic) for o in options)
-            return f"({body})?" if len(options) < len(node.options) else body
+            body = "(" + " | ".join(self._lark(o, cyclic) for o in options) + ")"
+            return body + "?" if len(options) < len(node.options) else body
         if isinstance(node, Rep):
             return self._lark_rep(node, cyclic)
         raise TypeError(f"unknown node {node!r}")
 
-    def _lark_atom(self, node: Node, cyclic: set[str]) -> str:
-        body = self._lark(node, cyclic)
-        return f"({body})" if "|" in body and not body.startswith("/") else body
-
     def _lark_rep(self, node: Rep, cyclic: set[str]) -> str:
         # Expanded into ?, * and copies so any Lark engine reads it (no ~ ranges).
-        item = f"({self._lark(node.item, cyclic)})"
+        item = self._lark(node.item, cyclic)  # an atom
         parts = [item] * node.min
         if node.max is None:
             parts.append(f"{item}*")
@@ -208,14 +258,29 @@ class Grammar:
                 tail = f"({item} {tail})?" if tail else f"{item}?"
             if tail:
                 parts.append(tail)
-        return " ".join(parts) if parts else '""'
+        return "(" + " ".join(parts) + ")" if parts else '""'
+
+
+_SEPARATORS = frozenset(",:{[")
+
+
+def _separator_head(node: Node) -> "Seq | None":
+    """`node` if it is a sequence that starts with a one-character separator literal followed by
+    more. Such a sequence must not become one terminal: our lexer backtracks one byte at most, so
+    after `[1` the merged ',"k":1' (an optional member of an enclosing object, in the same LALR
+    lookahead set) would swallow the array's ',' of `[1,"a"]` and die at `a`."""
+    if isinstance(node, Seq) and len(node.items) > 1:
+        first = node.items[0]
+        if isinstance(first, Lit) and first.text in _SEPARATORS:
+            return node
+    return None
 
 
 def _lark_regex(regex: str) -> str:
     """A regex as a Lark /.../ literal. Lark's eval_escaping drops the backslash before any quote
-    (so `\\\\"`, a literal backslash then a quote, would lose its backslash: B3), so every
-    quote, escaped or bare, is written \\x22, which Lark turns into a plain quote. Backslash
-    pairs pass through unchanged and every bare '/' gets a backslash."""
+    (so `\\\\"`, a literal backslash then a quote, would lose its backslash, B3): every quote,
+    escaped or bare, is written \\x22, which Lark turns into a plain quote. Backslash pairs pass
+    through unchanged and every bare '/' gets a backslash."""
     out, i = [], 0
     while i < len(regex):
         ch = regex[i]
@@ -237,13 +302,27 @@ def _quantifier(lo: int, hi: int | None) -> str:
     return f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}"
 
 
-def _refs(node: Node) -> set[str]:
-    if isinstance(node, Ref):
-        return {node.name}
-    children = node.items if isinstance(node, Seq) else node.options if isinstance(node, Alt) else (node.item,) if isinstance(node, Rep) else ()
+def _refs(node: Node, defs: dict[str, Node] | None = None) -> set[str]:
+    """Names `node` references: directly, or also transitively through `defs` when given.
+    Each shared node is visited once (schemas expand to DAGs, exponentially large as trees)."""
     out: set[str] = set()
-    for child in children:
-        out |= _refs(child)
+    seen: set[int] = set()
+    todo = [node]
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, Ref):
+            if defs is not None and node.name not in out:
+                todo.append(defs[node.name])
+            out.add(node.name)
+        elif isinstance(node, Seq):
+            todo.extend(node.items)
+        elif isinstance(node, Alt):
+            todo.extend(node.options)
+        elif isinstance(node, Rep):
+            todo.append(node.item)
     return out
 
 

@@ -1,35 +1,42 @@
 """JSON schema -> grammar IR (`json_ir`), keyword by keyword, with exact error paths.
 
 Generation is deliberately narrower than validation so every accepted text is a valid instance:
-canonical numbers, properties in schema order, and `additionalProperties` absent = no extra keys
-(the usual choice for structured generation). Anything we cannot express exactly raises
-GrammarError naming the keyword and its JSON-pointer path.
+canonical numbers, declared properties in schema order (undeclared ones, where allowed, before
+or after them). `additionalProperties` absent means "any other key" (the JSON-schema meaning;
+those free-form values are generated as scalars); `closed_objects=True` closes every object. Unknown keywords and annotations constrain nothing and
+are ignored (listed once on the `logging` log); `strict=True` refuses unknown ones. Anything we
+cannot express exactly raises GrammarError naming the keyword and its JSON pointer.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import logging
 import math
+import re
+import sys
 from typing import Any
 from urllib.parse import unquote
 
-from .json_ir import ANY_JSON as _ANY, EMPTY, Grammar, Lit, Node, Ref, Rep, Rx, alt, opt, seq
-from .json_terminals import FORMATS, INTEGER, NUMBER, STRING_CHAR, int_range, number_range, pattern_to_json_regex
+from .json_ir import ANY_JSON as _ANY, EMPTY, Grammar, Lit, Node, RecursiveGrammar, Ref, Rep, Rx, alt, opt, seq
+from .json_merge import ANNOTATIONS, STRUCTURAL, at, canonical, clean, merge, pointer
+from .json_objects import Slot, members_body
+from .json_terminals import (
+    FORMATS, INTEGER, KEY_CHAR, NUMBER, STRING_CHAR, int_range, multiple_of_int, number_range,
+    pattern_to_json_regex, string_except,
+)  # fmt: skip
 from .protocol import GrammarError
 
 __all__ = ["schema_to_grammar", "json_value_grammar", "normalize_schema", "SchemaSet", "WHITESPACE_MODES"]
 
-_ANNOTATIONS = {
-    "title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated",
-    "readOnly", "writeOnly", "$defs", "definitions", "discriminator", "contentMediaType",
-    "contentEncoding",
-}  # fmt: skip
-_SUPPORTED = {
-    "type", "enum", "const", "properties", "required", "additionalProperties", "items",
-    "prefixItems", "minItems", "maxItems", "minLength", "maxLength", "pattern", "format",
-    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "anyOf", "oneOf", "allOf", "$ref",
-}  # fmt: skip
+logger = logging.getLogger(__name__)
 _TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
+_INT_FORMATS = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1), "uint32": (0, 2**32 - 1), "uint64": (0, 2**64 - 1)}
+_NON_STRING_FORMATS = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float", "double"}
+EXTRA_DEPTH = 0  # values of undeclared keys nest at most this many containers deep (compile time)
+MAX_DEPTH = 3000  # JSON nesting of a schema document we accept (a schema level is ~3 JSON levels)
+_RECURSION_LIMIT = 30_000  # translating recurses ~10 frames per level; Python frames are cheap in 3.11+
 
 # whitespace: (between structural tokens, after ':', after ',')
 WHITESPACE_MODES = {
@@ -42,22 +49,30 @@ WHITESPACE_MODES = {
 def normalize_schema(schema: Any) -> dict | bool:
     """A dict, a JSON string, or a pydantic model class -> the schema as a dict (or bool)."""
     if isinstance(schema, (dict, bool)):
-        return schema
+        return _check_depth(schema)
     if isinstance(schema, (str, bytes)):
         try:
-            return json.loads(schema)
+            return _check_depth(json.loads(schema))
         except json.JSONDecodeError as exc:
             raise GrammarError(f"json_schema is not valid JSON: {exc}") from exc
+        except RecursionError:
+            raise GrammarError(f"json_schema is nested more than {MAX_DEPTH} levels deep") from None
     if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
-        return schema.model_json_schema()
+        return _check_depth(schema.model_json_schema())
     raise GrammarError(f"json_schema must be a dict, a JSON string or a pydantic model class, not {type(schema).__name__}")
 
 
+class _Empty(GrammarError):
+    """No value can match the schema at this point (an anyOf branch may still be dropped)."""
+
+
 class _Translator:
-    def __init__(self, root: Any, whitespace: str) -> None:
+    def __init__(self, root: Any, whitespace: str, strict: bool = False, closed_objects: bool = False) -> None:
         if whitespace not in WHITESPACE_MODES:
             raise GrammarError(f"unknown whitespace mode {whitespace!r}; use one of {sorted(WHITESPACE_MODES)}")
         self.root = root
+        self.strict = strict
+        self.closed_objects = closed_objects
         ws, after_colon, after_comma = WHITESPACE_MODES[whitespace]
         self.flexible = whitespace == "flexible"
         self.ws = opt(Rx(ws)) if ws else EMPTY
@@ -65,169 +80,308 @@ class _Translator:
         self.comma = seq(self.ws, Lit(","), self.ws if self.flexible else Lit(after_comma))
         self.item_sep = (",", ":") if whitespace == "compact" else (", ", ": ")
         self.defs: dict[str, Node] = {}
+        self.ignored: dict[str, str] = {}  # unknown keyword -> first JSON pointer it was seen at
+        self.narrowed: dict[str, str] = {}  # JSON pointer -> how generation is narrower there
+        self._validator = None
+        self.free_extras = True  # undeclared keys where additionalProperties is absent / true
         self.document = ""  # prefixes definition names, so several documents share one `defs`
 
     # ---- entry points ----
     def grammar(self, schema: Any) -> Grammar:
         root = self.node(schema, "")
+        if self.ignored:
+            logger.info("JSON schema: ignored keywords that constrain nothing: %s",
+                        ", ".join(f"{k} (at {v})" for k, v in self.ignored.items()))
+        if self.narrowed:
+            logger.info("JSON schema: generation is narrower than validation at %s",
+                        "; ".join(f"{k}: {v}" for k, v in self.narrowed.items()))
         return Grammar(seq(self.ws, root, self.ws) if self.flexible else root, self.defs)
 
-    def any_value(self) -> Node:
-        if _ANY not in self.defs:
-            self.defs[_ANY] = EMPTY  # placeholder while building (recursion)
-            value = Ref(_ANY)
-            member = seq(Rx(f'"(?:{STRING_CHAR})*"'), self.colon, value)
-            obj = seq(Lit("{"), self.ws, opt(seq(member, Rep(seq(self.comma, member), 0, None))), self.ws, Lit("}"))
-            arr = seq(Lit("["), self.ws, opt(seq(value, Rep(seq(self.comma, value), 0, None))), self.ws, Lit("]"))
-            self.defs[_ANY] = alt(Lit("null"), Lit("true"), Lit("false"), Rx(NUMBER), Rx(f'"(?:{STRING_CHAR})*"'), obj, arr)
-        return Ref(_ANY)
+    def any_value(self, depth: int | None = None) -> Node:
+        """Any JSON value: with depth=None unbounded (a recursive rule: the Lark path), else nested
+        at most `depth` containers deep (a regular language: the fast regex path)."""
+        name = _ANY if depth is None else f"{_ANY}{depth}"
+        if name not in self.defs:
+            self.defs[name] = EMPTY  # placeholder while building (recursion)
+            inner = Ref(_ANY) if depth is None else self.any_value(depth - 1) if depth > 0 else None
+            key = Rx(f'"(?:{STRING_CHAR})*"')
+            options = [Lit("null"), Lit("true"), Lit("false"), Rx(NUMBER), Rx(f'"(?:{STRING_CHAR})*"')]
+            if inner is not None:
+                member = seq(key, self.colon, inner)
+                options.append(seq(Lit("{"), self.ws, opt(seq(member, Rep(seq(self.comma, member), 0, None))), self.ws, Lit("}")))
+                options.append(seq(Lit("["), self.ws, opt(seq(inner, Rep(seq(self.comma, inner), 0, None))), self.ws, Lit("]")))
+            self.defs[name] = alt(*options)
+        return Ref(name)
+
+    def unknown(self, key: str, where: str) -> None:
+        if self.strict:
+            raise GrammarError(f"unknown JSON schema keyword {key!r} at {where} (strict=True refuses keywords that are neither validation keywords nor annotations)")
+        self.ignored.setdefault(key, where)
+
+    def narrow(self, where: str, why: str) -> None:
+        self.narrowed.setdefault(where or "/", why)
 
     # ---- schema nodes ----
     def node(self, schema: Any, path: str) -> Node:
-        if schema is True or (isinstance(schema, dict) and not set(schema) - _ANNOTATIONS):
+        if schema is True:
             return self.any_value()
         if schema is False:
-            raise GrammarError(f"schema at {path or '/'} is `false`: no value can match it")
+            raise _Empty(f"schema at {at(path)} is `false`: no value can match it")
         if not isinstance(schema, dict):
-            raise GrammarError(f"schema at {path or '/'} must be an object or a boolean, got {type(schema).__name__}")
-        for key in schema:
-            if key not in _SUPPORTED and key not in _ANNOTATIONS:
-                raise GrammarError(f"unsupported JSON schema keyword {key!r} at {_at(path, key)}")
-        if "$ref" in schema:
-            return self.ref(schema, path)
-        for key in ("allOf", "anyOf", "oneOf"):
-            if key in schema:
-                return self.combinator(key, schema, path)
-        if "const" in schema or "enum" in schema:
-            return self.enum(schema, path)
-        types = schema.get("type", list(_TYPES))
+            raise GrammarError(f"schema at {at(path)} must be an object or a boolean, got {type(schema).__name__}")
+        s = clean(schema, path, self.unknown)
+        if set(s) == {"$ref"}:
+            return self.ref(s["$ref"], path)
+        if "$ref" in s or "allOf" in s:
+            s = self.flatten(s, path, frozenset())
+        return self.build(s, path)
+
+    def ref(self, ref: Any, path: str) -> Node:
+        local = self.ref_name(ref, path)
+        name = self.document + local
+        if name not in self.defs:
+            self.defs[name] = EMPTY  # placeholder: a cycle sees Ref(name)
+            self.defs[name] = self.node(self.resolve(ref, path), local[1:])
+        return Ref(name)
+
+    def ref_name(self, ref: Any, path: str) -> str:
+        if not isinstance(ref, str):
+            raise GrammarError(f"$ref at {pointer(path, '$ref')} must be a string")
+        base = self.root.get("$id", self.root.get("id")) if isinstance(self.root, dict) else None
+        if isinstance(base, str) and base and ref.startswith(base.split("#")[0]) and not ref.startswith("#"):
+            ref = ref[len(base.split("#")[0]) :] or "#"
+        if not ref.startswith("#"):
+            raise GrammarError(f"only local $ref ('#...') is supported, got {ref!r} at {pointer(path, '$ref')}")
+        return ref
+
+    def resolve(self, ref: Any, path: str) -> Any:
+        ref = self.ref_name(ref, path)
+        if ref != "#" and not ref.startswith("#/"):  # an anchor: "#name"
+            found = _find_anchor(self.root, ref[1:])
+            if found is None:
+                raise GrammarError(f"$ref {ref!r} at {pointer(path, '$ref')} does not resolve")
+            return found
+        target = self.root
+        for part in ref[2:].split("/") if ref != "#" else []:
+            part = unquote(part).replace("~1", "/").replace("~0", "~")
+            try:
+                target = target[int(part)] if isinstance(target, list) else target[part]
+            except (KeyError, IndexError, ValueError, TypeError):
+                raise GrammarError(f"$ref {ref!r} at {pointer(path, '$ref')} does not resolve") from None
+        return target
+
+    def flatten(self, s: dict, path: str, seen: frozenset[str]) -> dict:
+        """Resolve `$ref` (next to other keywords) and `allOf` into one merged schema."""
+        parts = [{k: v for k, v in s.items() if k not in ("$ref", "allOf")}]
+        subs = [(pointer(path, "$ref"), {"$ref": s["$ref"]})] if "$ref" in s else []
+        all_of = s.get("allOf", [])
+        if "allOf" in s and (not isinstance(all_of, list) or not all_of):
+            raise GrammarError(f"allOf at {pointer(path, 'allOf')} must be a non-empty array")
+        subs += [(pointer(path, "allOf", i), sub) for i, sub in enumerate(all_of)]
+        for where, sub in subs:
+            if sub is True:
+                continue
+            if sub is False:
+                raise _Empty(f"allOf at {where} is `false`: no value can match it")
+            if not isinstance(sub, dict):
+                raise GrammarError(f"schema at {where} must be an object or a boolean")
+            sub = clean(sub, where, self.unknown)
+            if "$ref" in sub:
+                name = self.ref_name(sub["$ref"], where)
+                if name in seen or self.defs.get(self.document + name) == EMPTY:
+                    raise GrammarError(f"$ref {name!r} at {pointer(where, '$ref')} is combined with other keywords and refers back to itself; not expressible")
+                target = self.resolve(name, where)
+                if target is False:
+                    raise _Empty(f"$ref {name!r} at {where} is `false`: no value can match it")
+                rest = {k: v for k, v in sub.items() if k != "$ref"}
+                sub = {**rest, "allOf": [*rest.get("allOf", []), target]}
+                seen = seen | {name}
+            if "$ref" in sub or "allOf" in sub:
+                sub = self.flatten(sub, where, seen)
+            parts.append(sub)
+        return merge(parts, path)
+
+    def build(self, s: dict, path: str) -> Node:
+        if not s:
+            return self.any_value()
+        if "allOf" in s or "anyOf" in s or "oneOf" in s:
+            return self.combinator(s, path)
+        if "not" in s:
+            s = self.negate(s, path)
+        if "if" in s:
+            cond = s.pop("if")
+            then, other = s.pop("then", True), s.pop("else", True)
+            branches = [{"allOf": [cond, then]}, {"allOf": [{"not": cond}, other]}]
+            return self.node({**s, "anyOf": branches}, path)
+        for dep in ("dependentRequired", "dependentSchemas"):
+            if dep in s:
+                return self.dependencies(s, path)
+        if "const" in s or "enum" in s:
+            return self.enum(s, path)
+        types = s.get("type", list(_TYPES))
         if isinstance(types, str):
             types = [types]
         bad = [t for t in types if t not in _TYPES]
         if bad:
-            raise GrammarError(f"unknown type {bad[0]!r} at {path}/type")
+            raise GrammarError(f"unknown type {bad[0]!r} at {pointer(path, 'type')}")
+        if not types:
+            raise _Empty(f"type at {pointer(path, 'type')} allows no value")
         if "number" in types and "integer" in types:
             types = [t for t in types if t != "integer"]  # integers are numbers
-        return alt(*(self.typed(t, schema, path) for t in types))
+        nodes, empty = [], None
+        for t in types:
+            try:
+                nodes.append(self.typed(t, s, path))
+            except _Empty as exc:
+                empty = exc
+        if not nodes:
+            raise empty or _Empty(f"schema at {at(path)} allows no value")
+        return alt(*nodes)
 
-    def typed(self, kind: str, schema: dict, path: str) -> Node:
+    def typed(self, kind: str, s: dict, path: str) -> Node:
         if kind == "null":
             return Lit("null")
         if kind == "boolean":
             return alt(Lit("true"), Lit("false"))
         if kind == "integer":
-            return self.integer(schema, path)
+            return self.integer(s, path)
         if kind == "number":
-            return self.number(schema, path)
+            return self.number(s, path)
         if kind == "string":
-            return self.string(schema, path)
+            return self.string(s, path)
         if kind == "array":
-            return self.array(schema, path)
-        return self.object(schema, path)
+            return self.array(s, path)
+        return self.object(s, path)
 
-    def ref(self, schema: dict, path: str) -> Node:
-        pointer = schema["$ref"]
-        extra = {k: v for k, v in schema.items() if k != "$ref" and k not in _ANNOTATIONS}
-        if extra:  # 2020-12: $ref applies alongside its siblings, i.e. an allOf
-            return self.combinator("allOf", {"allOf": [{"$ref": pointer}, extra]}, path)
-        if not isinstance(pointer, str) or not pointer.startswith("#"):
-            raise GrammarError(f"only local $ref ('#/...') is supported, got {pointer!r} at {path}/$ref")
-        name = self.document + pointer
-        if name not in self.defs:
-            self.defs[name] = EMPTY  # placeholder: a cycle sees Ref(name)
-            self.defs[name] = self.node(self.resolve(pointer, path), pointer[1:])
-        return Ref(name)
-
-    def resolve(self, pointer: str, path: str) -> Any:
-        if not isinstance(pointer, str) or not pointer.startswith("#"):
-            raise GrammarError(f"only local $ref ('#/...') is supported, got {pointer!r} at {path}/$ref")
-        target = self.root
-        for part in pointer[1:].split("/")[1:] if pointer != "#" else []:
-            part = unquote(part).replace("~1", "/").replace("~0", "~")
-            try:
-                target = target[int(part)] if isinstance(target, list) else target[part]
-            except (KeyError, IndexError, ValueError, TypeError):
-                raise GrammarError(f"$ref {pointer!r} at {path}/$ref does not resolve") from None
-        return target
-
-    def combinator(self, key: str, schema: dict, path: str) -> Node:
-        options = schema[key]
+    # ---- combinators ----
+    def combinator(self, s: dict, path: str) -> Node:
+        combos = [(k, s[k]) for k in ("anyOf", "oneOf") if k in s]
+        combos += [next(iter(c.items())) for c in s.get("allOf", [])]  # merge() left these
+        key, options = combos[0]
+        rest = {k: v for k, v in s.items() if k not in ("anyOf", "oneOf", "allOf")}
+        later = [{k: v} for k, v in combos[1:]]
+        if later:
+            rest["allOf"] = later
+        where = pointer(path, key)
         if not isinstance(options, list) or not options:
-            raise GrammarError(f"{key} at {path}/{key} must be a non-empty array")
-        rest = {k: v for k, v in schema.items() if k != key and k not in _ANNOTATIONS}
-        if key == "allOf":
-            return self.node(self.merge_all_of([rest, *options], path), path)
-        if rest:
-            # siblings constrain every branch: push them into each branch (exact only via allOf)
-            options = [{"allOf": [rest, o]} if o is not False else False for o in options]
-        live = [(i, o) for i, o in enumerate(options) if o is not False]  # `false` never matches
-        if not live:
-            raise GrammarError(f"every branch of {key} at {_at(path, key)} is `false`: no value can match it")
-        if key == "oneOf" and len(live) > 1 and not self.disjoint([o for _, o in live]):
-            raise GrammarError(
-                f"oneOf at {_at(path, key)}: branches may overlap, so 'exactly one' is not expressible; "
-                "use anyOf, distinct types, or a const/enum discriminator property"
-            )
-        return alt(*(self.node(o, f"{path}/{key}/{i}") for i, o in live))
-
-    def merge_all_of(self, parts: list[Any], path: str) -> dict:
-        """allOf as one schema, when the branches constrain disjoint keywords (exact)."""
-        merged: dict = {}
-        owner: dict[str, int] = {}
-        seen: set[str] = set()
-        for i, sub in enumerate(parts):
-            while isinstance(sub, dict) and "$ref" in sub:
-                if sub["$ref"] in seen:
-                    raise GrammarError(f"allOf at {path}/allOf/{i} refers to itself through {sub['$ref']!r}; not expressible")
-                seen.add(sub["$ref"])
-                extra = {k: v for k, v in sub.items() if k != "$ref"}
-                if extra:
-                    parts.append(extra)
-                sub = self.resolve(sub["$ref"], f"{path}/allOf/{i}")
-            if sub is True:
+            raise GrammarError(f"{key} at {where} must be a non-empty array")
+        if key == "oneOf" and len(options) > 1:
+            options = self.exclusive(options, where)
+        nodes, empty = [], None
+        for i, option in enumerate(options):
+            if option is False:
                 continue
-            if sub is False:
-                raise GrammarError(f"allOf at {path}/allOf/{i} is `false`: no value can match it")
-            for k, v in sub.items():
-                if k in _ANNOTATIONS:
-                    continue
-                if k in merged and merged[k] != v:
-                    raise GrammarError(f"allOf at {path}/allOf/{i}/{_escape(k)} conflicts with another branch on {k!r}; not expressible")
-                merged[k] = v
-                owner.setdefault(k, i)
-        # keywords whose meaning depends on siblings must come from one branch
-        for group in (("items", "prefixItems"), ("properties", "additionalProperties")):
-            owners = {owner[k] for k in group if k in owner}
-            if len(owners) > 1:
-                raise GrammarError(f"allOf at {path}/allOf splits {' and '.join(group)} across branches; not expressible")
-        return merged
+            branch = option if not rest else {"allOf": [rest, option]}
+            try:
+                nodes.append(self.node(branch, pointer(where, i)))
+            except _Empty as exc:
+                empty = exc
+        if not nodes:
+            raise empty or _Empty(f"every branch of {key} at {where} is `false`: no value can match it")
+        return alt(*nodes)
+
+    def exclusive(self, options: list[Any], where: str) -> list[Any]:
+        """oneOf as anyOf: exact when no instance can match two branches."""
+        live = [o for o in options if o is not False]
+        if len(live) <= 1 or self.disjoint(live):
+            return live
+        values = [_enum_values(self.deref(o)) for o in live]
+        if all(v is not None for v in values):  # finite branches: keep values in exactly one
+            counts: dict[str, int] = {}
+            for vs in values:
+                for key in {canonical(v) for v in vs}:
+                    counts[key] = counts.get(key, 0) + 1
+            once = [v for vs in values for v in vs if counts[canonical(v)] == 1]
+            return [{"enum": once}] if once else [False]
+        raise GrammarError(
+            f"oneOf at {where}: branches may overlap, so 'exactly one' is not expressible; "
+            "use anyOf, distinct types, or a const/enum discriminator property"
+        )
+
+    def deref(self, schema: Any) -> Any:
+        for _ in range(32):
+            if isinstance(schema, dict) and "$ref" in schema and not set(schema) - {"$ref"} - ANNOTATIONS - STRUCTURAL:
+                schema = self.resolve(schema["$ref"], "")
+            else:
+                break
+        return schema
 
     def disjoint(self, options: list[Any]) -> bool:
         """Conservative: no instance can match two of these schemas."""
-        resolved = [self.resolve(o["$ref"], "") if isinstance(o, dict) and set(o) - _ANNOTATIONS == {"$ref"} else o for o in options]
+        resolved = [self.deref(o) for o in options]
         if not all(isinstance(o, dict) for o in resolved):
             return False
         kinds = [_possible_types(o) for o in resolved]
         if all(k is not None for k in kinds) and all(not (a & b) for i, a in enumerate(kinds) for b in kinds[i + 1 :]):
             return True
         # discriminated objects: one required property whose const/enum values never overlap
+        if not all(_types_subset(o, {"object"}) for o in resolved):
+            return False
         common = set.intersection(*(set(o.get("required", [])) for o in resolved))
         for name in common:
-            values = [_const_values(o.get("properties", {}).get(name)) for o in resolved]
+            values = [_const_keys(self.deref(o.get("properties", {}).get(name))) for o in resolved]
             if all(v is not None for v in values) and all(not (a & b) for i, a in enumerate(values) for b in values[i + 1 :]):
                 return True
         return False
 
-    def enum(self, schema: dict, path: str) -> Node:
-        values = [schema["const"]] if "const" in schema else schema["enum"]
-        if not isinstance(values, list):
-            raise GrammarError(f"enum at {path}/enum must be an array")
-        types = schema.get("type")
-        if types is not None:
-            types = [types] if isinstance(types, str) else types
-            values = [v for v in values if _json_type(v) in types or (_json_type(v) == "integer" and "number" in types)]
+    def negate(self, s: dict, path: str) -> dict:
+        s = dict(s)
+        neg, where = s.pop("not"), pointer(path, "not")
+        if neg is False:
+            return s
+        if neg is True or (isinstance(neg, dict) and not clean(neg, where, self.unknown)):
+            raise _Empty(f"not at {where} negates a schema every value matches: no value can match")
+        neg = clean(self.deref(neg), where, self.unknown) if isinstance(neg, dict) else neg
+        parts = neg["anyOf"] if set(neg) == {"anyOf"} else [neg]  # not (A or B) = not A and not B
+        for part in parts:
+            part = clean(self.deref(part), where, self.unknown) if isinstance(part, dict) else part
+            if not isinstance(part, dict):
+                raise GrammarError(f"not at {where} is not expressible")
+            if set(part) == {"type"}:
+                have = _types_of(s.get("type"))
+                gone = _types_of(part["type"])
+                if "integer" in gone and "number" in have and "number" not in gone:
+                    raise GrammarError(f"not at {where}: 'numbers that are not integers' is not expressible")
+                s["type"] = [t for t in have if t not in gone and not (t == "integer" and "number" in gone)]
+            elif set(part) <= {"enum", "const"} and ("enum" in s or "const" in s):
+                drop = {canonical(v) for v in _enum_values(part) or []}
+                s["enum"] = [v for v in _enum_values(s) or [] if canonical(v) not in drop]
+                s.pop("const", None)
+            elif set(part) == {"required"} and isinstance(part["required"], list) and len(part["required"]) == 1:
+                name = part["required"][0]
+                s["properties"] = {**s.get("properties", {}), name: False}  # the key must be absent
+            else:
+                raise GrammarError(
+                    f"not at {where} is not expressible exactly (supported: not of a type, of a const/enum "
+                    "next to an enum, of one required key)"
+                )
+        return s
+
+    def dependencies(self, s: dict, path: str) -> Node:
+        """dependentRequired / dependentSchemas as anyOf(key absent, key present and ...): exact."""
+        s = dict(s)
+        deps = [(name, {"required": [name, *need]}) for name, need in s.pop("dependentRequired", {}).items()]
+        deps += [(name, {"allOf": [{"required": [name]}, sub]}) for name, sub in s.pop("dependentSchemas", {}).items()]
+        if len(deps) > 4:
+            raise GrammarError(f"more than 4 dependentRequired/dependentSchemas entries at {at(path)}: not expressible compactly")
+        for name, present in deps:
+            if name in s.get("required", []):  # always present: the dependency always applies
+                s.setdefault("allOf", []).append(present)
+            else:
+                s.setdefault("allOf", []).append({"anyOf": [{"properties": {name: False}}, present]})
+        return self.node(s, path)
+
+    def enum(self, s: dict, path: str) -> Node:
+        values = _enum_values(s)
+        if values is None:
+            raise GrammarError(f"enum at {pointer(path, 'enum')} must be an array")
+        rest = {k: v for k, v in s.items() if k not in ("enum", "const")}
+        if rest:
+            values = [v for v in values if self.validates(v, rest)]
+        if "enum" in s and "const" in s:
+            values = [v for v in values if canonical(v) == canonical(s["const"])]
         if not values:
-            raise GrammarError(f"enum/const at {path} allows no value")
+            raise _Empty(f"enum/const at {at(path)} allows no value")
         forms = []
         for v in values:
             forms.append(Lit(json.dumps(v, separators=self.item_sep, ensure_ascii=False)))
@@ -235,133 +389,368 @@ class _Translator:
                 forms += [Lit(str(int(v))), Lit(f"{int(v)}.0")]  # 1 == 1.0 in JSON schema
         return alt(*forms)
 
-    def integer(self, schema: dict, path: str) -> Node:
-        lo, hi = _bounds(schema, path, integer=True)
+    def validates(self, value: Any, schema: dict) -> bool:
+        """Does `value` satisfy `schema` (refs resolved against the root)? Used to filter enums."""
+        import jsonschema
+
+        if self._validator is None:
+            root = self.root if isinstance(self.root, dict) else {}
+            cls = jsonschema.validators.validator_for(root, default=jsonschema.Draft202012Validator)
+            self._validator = cls(root, format_checker=cls.FORMAT_CHECKER)
+        try:
+            return self._validator.evolve(schema=schema).is_valid(value)
+        except Exception as exc:  # a schema jsonschema cannot read: refuse rather than guess
+            raise GrammarError(f"cannot check enum values against their sibling keywords: {exc}") from exc
+
+    # ---- leaves ----
+    def integer(self, s: dict, path: str) -> Node:
+        lo, hi = _bounds(s, path)
+        fmt = s.get("format")
+        if fmt in _INT_FORMATS:
+            flo, fhi = _INT_FORMATS[fmt]
+            lo, hi = max(lo, flo) if lo is not None else flo, min(hi, fhi) if hi is not None else fhi
+        if "multipleOf" in s:
+            return self.multiple_of(s, path, lo, hi, integer=True)
         if lo is None and hi is None:
             return Rx(INTEGER)
         regex = int_range(lo, hi)
         if regex is None:
-            raise GrammarError(f"integer bounds at {path} allow no value")
+            raise _Empty(f"integer bounds at {at(path)} allow no value")
         return Rx(regex)
 
-    def number(self, schema: dict, path: str) -> Node:
-        keys = [k for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum") if k in schema]
+    def number(self, s: dict, path: str) -> Node:
+        if "multipleOf" in s:
+            lo, hi = _bounds(s, path)
+            return self.multiple_of(s, path, lo, hi, integer=False)
+        keys = [k for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum") if k in s]
         if not keys:
             return Rx(NUMBER)
         for k in keys:
-            v = schema[k]
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not float(v).is_integer():
-                raise GrammarError(f"{k} {v!r} at {path}/{k}: only integer bounds are expressible for numbers")
+            v = s[k]
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise GrammarError(f"{k} at {pointer(path, k)} must be a number")
+            if not float(v).is_integer():
+                raise GrammarError(f"{k} {v!r} at {pointer(path, k)}: only integer bounds are expressible for numbers")
         lo = hi = None
         lo_excl = hi_excl = False
-        if "minimum" in schema:
-            lo = int(schema["minimum"])
-        if "exclusiveMinimum" in schema and (lo is None or schema["exclusiveMinimum"] >= lo):
-            lo, lo_excl = int(schema["exclusiveMinimum"]), True
-        if "maximum" in schema:
-            hi = int(schema["maximum"])
-        if "exclusiveMaximum" in schema and (hi is None or schema["exclusiveMaximum"] <= hi):
-            hi, hi_excl = int(schema["exclusiveMaximum"]), True
+        if "minimum" in s:
+            lo = int(s["minimum"])
+        if "exclusiveMinimum" in s and (lo is None or s["exclusiveMinimum"] >= lo):
+            lo, lo_excl = int(s["exclusiveMinimum"]), True
+        if "maximum" in s:
+            hi = int(s["maximum"])
+        if "exclusiveMaximum" in s and (hi is None or s["exclusiveMaximum"] <= hi):
+            hi, hi_excl = int(s["exclusiveMaximum"]), True
         regex = number_range(lo, lo_excl, hi, hi_excl)
         if regex is None:
-            raise GrammarError(f"number bounds at {path} allow no value")
+            raise _Empty(f"number bounds at {at(path)} allow no value")
         return Rx(regex)
 
-    def string(self, schema: dict, path: str) -> Node:
-        lo, hi = _count(schema, "minLength", 0), _count(schema, "maxLength", None)
-        if "format" in schema:
-            fmt = schema["format"]
-            if fmt not in FORMATS:
-                raise GrammarError(f"unsupported string format {fmt!r} at {path}/format (supported: {', '.join(sorted(FORMATS))})")
-            if "pattern" in schema or "minLength" in schema or "maxLength" in schema:
-                raise GrammarError(f"format together with pattern/minLength/maxLength at {path} is not expressible")
-            return Rx(f'"{FORMATS[fmt]}"')
-        if "pattern" in schema:
-            if "minLength" in schema or "maxLength" in schema:
-                raise GrammarError(f"pattern together with minLength/maxLength at {path} is not expressible")
+    def multiple_of(self, s: dict, path: str, lo: int | None, hi: int | None, integer: bool) -> Node:
+        """multipleOf m: integers when m is an integer; decimals with at most k places when
+        m = 10^-k (any number written with k places or fewer is such a multiple); both exactly."""
+        m, where = s["multipleOf"], pointer(path, "multipleOf")
+        if isinstance(m, bool) or not isinstance(m, (int, float)) or m <= 0:
+            raise GrammarError(f"multipleOf at {where} must be a positive number")
+        places = _decimal_places(m)
+        if float(m).is_integer():
+            m = int(m)
+            if not integer and any(k in s for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")) and not all(
+                float(s[k]).is_integer() for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum") if k in s
+            ):
+                raise GrammarError(f"multipleOf at {where} with fractional bounds is not expressible")
+            regex = multiple_of_int(m, lo, hi)
+            if regex is None:
+                raise GrammarError(f"multipleOf {m} at {where} with these bounds is not expressible (supported: "
+                                   "divisors of a power of ten, or a bounded range of at most 1000 multiples)")
+            return Rx(regex)
+        if places is None or integer:
+            if integer and places is not None:  # every integer is a multiple of 10^-k
+                return self.integer({k: v for k, v in s.items() if k != "multipleOf"}, path)
+            raise GrammarError(f"multipleOf {m!r} at {where} is not expressible (supported: integers and 10^-k)")
+        if any(k in s for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")):
+            raise GrammarError(f"multipleOf {m!r} at {where} together with bounds is not expressible")
+        return Rx(INTEGER + f"(?:\\.[0-9]{{1,{places}}})?")
+
+    def string(self, s: dict, path: str) -> Node:
+        lo, hi = _count(s, "minLength", 0, path), _count(s, "maxLength", None, path)
+        if hi is not None and hi < lo:
+            raise _Empty(f"minLength/maxLength at {at(path)} allow no string")
+        fmt = s.get("format")
+        if fmt is not None and fmt not in FORMATS:
+            if not isinstance(fmt, str) or fmt not in _NON_STRING_FORMATS:
+                self.unknown(f"format: {fmt}", pointer(path, "format"))
+            fmt = None
+        if fmt is not None:
+            if "pattern" in s or "minLength" in s or "maxLength" in s:
+                raise GrammarError(f"format {fmt!r} together with pattern/minLength/maxLength at {at(path)} is not expressible")
+            return Rx(f'"(?:{FORMATS[fmt]})"')
+        if "pattern" in s:
             try:
-                return Rx('"' + pattern_to_json_regex(schema["pattern"]) + '"')
+                return Rx('"' + pattern_to_json_regex(s["pattern"], lo, hi) + '"')
             except ValueError as exc:
-                raise GrammarError(f"pattern at {path}/pattern cannot be translated: {exc}") from exc
+                raise GrammarError(f"pattern at {pointer(path, 'pattern')} cannot be translated exactly: {exc}") from exc
         count = f"{{{lo},{'' if hi is None else hi}}}" if (lo, hi) != (0, None) else "*"
         return Rx(f'"(?:{STRING_CHAR}){count}"')
 
-    def array(self, schema: dict, path: str) -> Node:
-        prefix = schema.get("prefixItems", [])
-        items = schema.get("items", True)
-        lo, hi = _count(schema, "minItems", 0), _count(schema, "maxItems", None)
+    # ---- arrays ----
+    def array(self, s: dict, path: str) -> Node:
+        prefix = list(s.get("prefixItems", []))
+        items = s.get("items", True)
+        lo, hi = _count(s, "minItems", 0, path), _count(s, "maxItems", None, path)
         if False in prefix:  # a `false` position: the array must end before it
             prefix = prefix[: prefix.index(False)]
             items = False
         if items is False:
             hi = len(prefix) if hi is None else min(hi, len(prefix))
+        if s.get("uniqueItems") is True:
+            if (hi is None or hi > 1) and not prefix:
+                finite = self.unique_arrays(items, lo, hi, path)
+                if finite is not None:
+                    return finite
+            if hi is None or hi > 1:
+                hi = 1  # one element is always unique: narrower, never wrong
+                self.narrow(pointer(path, "uniqueItems"), "arrays of at most one item")
         if hi is not None and hi < lo:
-            raise GrammarError(f"minItems/maxItems at {path} allow no array")
-        nodes = [self.node(s, f"{path}/prefixItems/{i}") for i, s in enumerate(prefix)]
-        tail = None if items is False else self.node(items, f"{path}/items")
-
-        def rest(i: int) -> Node:  # elements i.. (each preceded by a comma), given i emitted
-            if i >= len(nodes):
-                if tail is None:
-                    return EMPTY
-                more_hi = None if hi is None else hi - i
-                return Rep(seq(self.comma, tail), max(0, lo - i), more_hi) if more_hi != 0 else EMPTY
-            if hi is not None and i >= hi:
-                return EMPTY
-            element = seq(self.comma, nodes[i], rest(i + 1))
-            return element if i < lo else opt(element)
-
-        first = nodes[0] if nodes else tail
-        if first is None or hi == 0:
-            body = EMPTY
-        else:
-            body = seq(first, rest(1))
-            if lo == 0:
-                body = opt(body)
+            raise _Empty(f"minItems/maxItems at {at(path)} allow no array")
+        if "contains" in s:
+            return self.contains(s, items, prefix, lo, hi, path)
+        nodes = []
+        for i, sub in enumerate(prefix[: hi if hi is not None else len(prefix)]):
+            try:
+                nodes.append(self.node(sub, pointer(path, "prefixItems", i)))
+            except _Empty:
+                hi = i if hi is None else min(hi, i)  # no value fits position i: end before it
+                break
+        if hi is not None and hi < lo:
+            raise _Empty(f"prefixItems at {at(path)} leave no array of at least {lo} items")
+        tail = None
+        if items is not False and (hi is None or hi > len(nodes)):
+            try:
+                tail = self.node(items, pointer(path, "items"))
+            except _Empty:
+                tail = None
+        if tail is None and lo > len(nodes):
+            raise _Empty(f"items at {at(path)} leave no array of at least {lo} items")
+        body = _positional_body(nodes, tail, self.comma, lo, hi)
         return seq(Lit("["), self.ws, body, self.ws, Lit("]"))
 
-    def object(self, schema: dict, path: str) -> Node:
-        required = set(schema.get("required", []))
-        props = {k: v for k, v in schema.get("properties", {}).items() if v is not False or k in required}
-        for name in schema.get("required", []):
-            if name not in props:
-                props[name] = True  # required without a schema: any value
-        extra = schema.get("additionalProperties", False)
-        members = [
-            (name in required, seq(Lit(json.dumps(name, ensure_ascii=False)), self.colon, self.node(sub, f"{path}/properties/{_escape(name)}")))
-            for name, sub in props.items()
-        ]
-        if extra is not False:
-            if props or required:
-                raise GrammarError(f"additionalProperties at {path}/additionalProperties next to properties/required is not supported")
-            value = self.node(extra, f"{path}/additionalProperties")
-            member = seq(Rx(f'"(?:{STRING_CHAR})*"'), self.colon, value)
-            body = opt(seq(member, Rep(seq(self.comma, member), 0, None)))
-            return seq(Lit("{"), self.ws, body, self.ws, Lit("}"))
+    def contains(self, s: dict, items: Any, prefix: list, lo: int, hi: int | None, path: str) -> Node:
+        where = pointer(path, "contains")
+        least, most = _count(s, "minContains", 1, path), _count(s, "maxContains", None, path)
+        if prefix or most is not None or least > 1 or hi is not None or lo > 1:
+            raise GrammarError(f"contains at {where} together with prefixItems, maxContains, minContains > 1 "
+                               "or item counts is not expressible")
+        if least == 0:
+            return self.array({k: v for k, v in s.items() if k not in ("contains", "minContains")}, path)
+        item = self.node(items, pointer(path, "items"))
+        match = self.node({"allOf": [items, s["contains"]]} if items is not True else s["contains"], where)
+        body = seq(Rep(seq(item, self.comma), 0, None), match, Rep(seq(self.comma, item), 0, None))
+        return seq(Lit("["), self.ws, body, self.ws, Lit("]"))
 
-        def after(i: int) -> Node:  # members i.., each preceded by a comma
-            parts = [seq(self.comma, m) if req else opt(seq(self.comma, m)) for req, m in members[i:]]
-            return seq(*parts)
+    def unique_arrays(self, items: Any, lo: int, hi: int | None, path: str) -> Node | None:
+        """uniqueItems over a finite item domain of at most 4 values: every arrangement, exactly."""
+        sub = self.deref(items)
+        values = None
+        if isinstance(sub, dict):
+            sub = clean(sub, path, self.unknown)
+            values = _enum_values(sub)
+            if values is not None:
+                rest = {k: v for k, v in sub.items() if k not in ("enum", "const")}
+                values = [v for v in values if not rest or self.validates(v, rest)]
+            elif set(sub) == {"type"} and set(_types_of(sub["type"])) <= {"boolean", "null"}:
+                values = [v for t in _types_of(sub["type"]) for v in ([True, False] if t == "boolean" else [None])]
+        if values is None:
+            return None
+        distinct = list({canonical(v): v for v in values}.values())
+        if len(distinct) > 4:
+            return None
+        top = len(distinct) if hi is None else min(hi, len(distinct))
+        forms = []
+        for size in range(lo, top + 1):
+            for combo in itertools.permutations(distinct, size):
+                forms.append(Lit(json.dumps(list(combo), separators=self.item_sep, ensure_ascii=False)))
+        if not forms:
+            raise _Empty(f"uniqueItems at {at(path)} with minItems {lo} allows no array")
+        return alt(*forms)
 
-        options = []
-        for k, (req, member) in enumerate(members):  # k = the first member written
-            options.append(seq(member, after(k + 1)))
-            if req:
-                break
-        body = alt(*options) if options else EMPTY
-        if all(not req for req, _ in members):
-            body = opt(body) if options else EMPTY
+    # ---- objects ----
+    def object(self, s: dict, path: str) -> Node:
+        props = dict(s.get("properties", {}))
+        required = list(dict.fromkeys(s.get("required", [])))
+        patterns = dict(s.get("patternProperties", {}))
+        extra = s.get("additionalProperties", False if self.closed_objects else True)
+        if self.closed_objects and extra is not False:
+            extra = False
+        names_schema = s.get("propertyNames", True)
+        least, most = _count(s, "minProperties", 0, path), _count(s, "maxProperties", None, path)
+        # declared names: properties, then required names without a schema of their own
+        members, forbidden = [], set()
+        for name in list(props) + [r for r in required if r not in props]:
+            sub = props.get(name)
+            if sub is None:
+                matching = [v for p, v in patterns.items() if _search(p, name, path)]
+                sub = {"allOf": matching} if matching else extra
+            else:
+                matching = [v for p, v in patterns.items() if _search(p, name, path)]
+                if matching:
+                    sub = {"allOf": [sub, *matching]}
+            where = pointer(path, "properties", name)
+            if names_schema is not True and not self.validates(name, names_schema if isinstance(names_schema, dict) else {"not": {}}):
+                sub = False  # propertyNames forbids this name
+            node = None
+            if sub is not False:
+                try:
+                    node = self.node(sub, where)
+                except _Empty:
+                    node = None
+            if node is None:
+                if name in required:
+                    raise _Empty(f"required property {name!r} at {at(path)} can have no value")
+                forbidden.add(name)
+                continue
+            key = Lit(json.dumps(name, ensure_ascii=False))
+            members.append((name, seq(key, self.colon, node), name in required))
+        declared = [n for n, _, _ in members] + sorted(forbidden)
+        extra_member = self.extra_member(extra, patterns, names_schema, declared, path)
+        count_declared = len(members)
+        if most is not None and most < len([m for m in members if m[2]]):
+            raise _Empty(f"maxProperties at {at(path)} is below the number of required properties")
+        if most is not None and extra_member is not None and most < count_declared + 1:
+            extra_member = None  # at most `most` keys: undeclared ones would need counting
+            self.narrow(pointer(path, "maxProperties"), "no undeclared keys")
+        if most is not None and most < count_declared:
+            raise GrammarError(f"maxProperties at {pointer(path, 'maxProperties')} below the number of declared "
+                               "properties is not expressible")
+        nonempty = False
+        if least > len([m for m in members if m[2]]):
+            if least > 1:
+                raise GrammarError(f"minProperties {least} at {pointer(path, 'minProperties')} above the number of "
+                                   "required properties is not expressible")
+            nonempty = True
+        slots = []
+        extra_most = None if most is None else most - count_declared
+        if extra_member is not None and extra_most is None and any(req for _, _, req in members):
+            slots.append(Slot(extra_member, 0, None))  # undeclared keys before the declared ones ...
+        slots += [Slot(m, 1 if req else 0, 1) for _, m, req in members]
+        if extra_member is not None:
+            slots.append(Slot(extra_member, 0, extra_most))  # ... and after them
+        body = members_body(slots, self.comma, nonempty)
+        if body == EMPTY and nonempty:
+            raise _Empty(f"minProperties at {at(path)} allows no object")
         return seq(Lit("{"), self.ws, body, self.ws, Lit("}"))
 
+    def extra_member(self, extra: Any, patterns: dict, names_schema: Any, declared: list[str], path: str) -> Node | None:
+        """One undeclared `"key": value` member (keys never equal a declared name), or None."""
+        if patterns:
+            if extra is not False:
+                self.narrow(pointer(path, "additionalProperties"), "undeclared keys must match a patternProperties key")
+            options = []
+            for pattern, sub in patterns.items():
+                if any(_search(pattern, name, path) for name in declared):
+                    self.narrow(pointer(path, "patternProperties", pattern), "pattern matches a declared name: not generated")
+                    continue
+                if names_schema is not True:
+                    self.narrow(pointer(path, "propertyNames"), "no undeclared keys")
+                    return None
+                others = [v for p, v in patterns.items() if p != pattern]  # a key may match several
+                try:
+                    key = Rx('"' + pattern_to_json_regex(pattern) + '"')
+                    value = self.node({"allOf": [sub, *others]} if others else sub, pointer(path, "patternProperties", pattern))
+                except ValueError as exc:
+                    raise GrammarError(f"patternProperties key {pattern!r} at {pointer(path, 'patternProperties')} cannot be translated exactly: {exc}") from exc
+                except _Empty:
+                    continue
+                options.append(seq(key, self.colon, value))
+            return alt(*options) if options else None
+        if extra is False:
+            return None
+        try:
+            if extra is True or extra == {}:  # free-form: bounded so the regex path serves it
+                if not self.free_extras:
+                    return None
+                value = self.any_value(EXTRA_DEPTH)
+                self.narrow(pointer(path, "additionalProperties"), f"undeclared keys hold values nested at most {EXTRA_DEPTH} deep")
+            else:
+                value = self.node(extra, pointer(path, "additionalProperties"))
+        except _Empty:
+            return None
+        if names_schema is True:
+            key = Rx(string_except(declared))
+        else:
+            key = self.key_node(names_schema, declared, path)
+            if key is None:
+                return None
+        return seq(key, self.colon, value)
 
-def _bounds(schema: dict, path: str, integer: bool) -> tuple[int | None, int | None]:
+    def key_node(self, names_schema: Any, declared: list[str], path: str) -> Node | None:
+        """Keys allowed by propertyNames that are no declared name (None: narrowed to none)."""
+        where = pointer(path, "propertyNames")
+        sub = self.deref(names_schema)
+        if sub is False:
+            return None
+        sub = clean(sub, where, self.unknown) if isinstance(sub, dict) else {}
+        values = _enum_values(sub)
+        if values is not None:
+            keep = [v for v in values if isinstance(v, str) and v not in declared and self.validates(v, sub)]
+            return alt(*(Lit(json.dumps(v, ensure_ascii=False)) for v in keep)) if keep else None
+        try:
+            text = Grammar(self.node({**sub, "type": "string"}, where), self.defs).to_regex()
+        except (RecursiveGrammar, _Empty):
+            return None
+        # keys spell every character one way (KEY_CHAR), so "not a declared name" is about text
+        node = Rx(text.replace(STRING_CHAR, KEY_CHAR))
+        regex = re.compile(node.pattern)
+        if any(regex.fullmatch(json.dumps(n, ensure_ascii=False)) for n in declared):
+            self.narrow(where, "propertyNames admits a declared name: no undeclared keys")
+            return None
+        return node
+
+
+def _check_depth(schema: Any) -> Any:
+    """`schema` unchanged, or GrammarError if its JSON nests deeper than MAX_DEPTH (iterative)."""
+    todo = [(schema, 1)]
+    while todo:
+        node, depth = todo.pop()
+        if depth > MAX_DEPTH:
+            raise GrammarError(f"json_schema is nested more than {MAX_DEPTH} levels deep")
+        if isinstance(node, dict):
+            todo.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            todo.extend((v, depth + 1) for v in node)
+    return schema
+
+
+def _positional_body(nodes: list[Node], tail: Node | None, comma: Node, lo: int, hi: int | None) -> Node:
+    """Array elements: position i uses nodes[i], later ones `tail`; lo..hi elements."""
+
+    def rest(i: int) -> Node:  # elements i.. (each preceded by a comma), given i emitted
+        if i >= len(nodes):
+            if tail is None:
+                return EMPTY
+            more_hi = None if hi is None else hi - i
+            return Rep(seq(comma, tail), max(0, lo - i), more_hi) if more_hi != 0 else EMPTY
+        if hi is not None and i >= hi:
+            return EMPTY
+        element = seq(comma, nodes[i], rest(i + 1))
+        return element if i < lo else opt(element)
+
+    first = nodes[0] if nodes else tail
+    if first is None or hi == 0:
+        return EMPTY
+    body = seq(first, rest(1))
+    return opt(body) if lo == 0 else body
+
+
+def _bounds(s: dict, path: str) -> tuple[int | None, int | None]:
+    """Integer bounds implied by minimum/maximum/exclusive* (2020-12 spelling)."""
     lo = hi = None
     for key, is_lo, excl in (("minimum", True, False), ("exclusiveMinimum", True, True), ("maximum", False, False), ("exclusiveMaximum", False, True)):
-        if key not in schema:
+        if key not in s:
             continue
-        v = schema[key]
+        v = s[key]
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise GrammarError(f"{key} at {path}/{key} must be a number")
+            raise GrammarError(f"{key} at {pointer(path, key)} must be a number")
         if is_lo:
             b = math.floor(v) + 1 if excl else math.ceil(v)
             lo = b if lo is None else max(lo, b)
@@ -371,24 +760,45 @@ def _bounds(schema: dict, path: str, integer: bool) -> tuple[int | None, int | N
     return lo, hi
 
 
-def _possible_types(schema: dict) -> set[str] | None:
-    if "const" in schema or "enum" in schema:
-        values = [schema["const"]] if "const" in schema else schema["enum"]
-        return {("number" if _json_type(v) == "integer" else _json_type(v)) for v in values}
-    t = schema.get("type")
-    if t is None:
-        return None
-    return {("number" if x == "integer" else x) for x in ([t] if isinstance(t, str) else t)}
-
-
-def _const_values(schema: Any) -> set[str] | None:
-    if not isinstance(schema, dict):
-        return None
-    if "const" in schema:
-        return {json.dumps(schema["const"], sort_keys=True)}
-    if "enum" in schema:
-        return {json.dumps(v, sort_keys=True) for v in schema["enum"]}
+def _decimal_places(m: float) -> int | None:
+    """k when m == 10^-k (k >= 1), else None."""
+    for k in range(1, 16):
+        if abs(m * 10**k - 1) < 1e-9:
+            return k
     return None
+
+
+def _enum_values(s: Any) -> list | None:
+    if not isinstance(s, dict):
+        return None
+    if "const" in s:
+        return [s["const"]]
+    values = s.get("enum")
+    return values if isinstance(values, list) else None
+
+
+def _types_of(value: Any) -> list[str]:
+    if value is None:
+        return list(_TYPES)
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _types_subset(s: dict, kinds: set[str]) -> bool:
+    return "type" in s and set(_types_of(s["type"])) <= kinds
+
+
+def _possible_types(s: dict) -> set[str] | None:
+    values = _enum_values(s)
+    if values is not None:
+        return {("number" if _json_type(v) == "integer" else _json_type(v)) for v in values}
+    if "type" not in s:
+        return None
+    return {("number" if x == "integer" else x) for x in _types_of(s["type"])}
+
+
+def _const_keys(s: Any) -> set[str] | None:
+    values = _enum_values(s)
+    return None if values is None else {canonical(v) for v in values}
 
 
 def _json_type(value: Any) -> str:
@@ -401,25 +811,72 @@ def _json_type(value: Any) -> str:
     return {float: "number", str: "string", list: "array", dict: "object"}.get(type(value), "unknown")
 
 
-def _at(path: str, key: Any) -> str:
-    return f"{path}/{_escape(key)}"
+def _search(pattern: str, text: str, path: str) -> bool:
+    try:
+        return re.search(pattern, text) is not None
+    except re.error as exc:
+        raise GrammarError(f"pattern {pattern!r} at {at(path)} is not a valid regex: {exc}") from exc
 
 
-def _count(schema: dict, key: str, default: int | None) -> int | None:
-    value = schema.get(key, default)
+def _find_anchor(schema: Any, name: str) -> Any:
+    """The subschema whose $anchor (or draft-4..7 id "#name") is `name`, in the root's own
+    resource (subschemas with an `$id` of their own start another resource: not searched)."""
+    todo, first = [schema], True
+    while todo:
+        node = todo.pop(0)
+        if isinstance(node, dict):
+            if not first and isinstance(node.get("$id"), str) and not node["$id"].startswith("#"):
+                continue
+            first = False
+            if node.get("$anchor") == name or node.get("$id") == "#" + name or node.get("id") == "#" + name:
+                return node
+            todo.extend(node.values())
+        elif isinstance(node, list):
+            todo.extend(node)
+    return None
+
+
+def _count(s: dict, key: str, default: int | None, path: str) -> int | None:
+    value = s.get(key, default)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise GrammarError(f"{key} at {pointer(path, key)} must be a non-negative integer")
     return value
 
 
-def _escape(key: str) -> str:
-    return str(key).replace("~", "~0").replace("/", "~1")
+def schema_to_grammar(schema: Any, whitespace: str = "compact", strict: bool = False, closed_objects: bool = False) -> Grammar:
+    """Translate a JSON schema (dict / JSON string / pydantic class) to the grammar IR.
 
-
-def schema_to_grammar(schema: Any, whitespace: str = "compact") -> Grammar:
-    """Translate a JSON schema (dict / JSON string / pydantic class) to the grammar IR."""
+    strict: refuse unknown keywords instead of ignoring them. closed_objects: no object admits a
+    key its schema does not declare (as if every object said `additionalProperties: false`)."""
     root = normalize_schema(schema)
-    return _Translator(root, whitespace).grammar(root)
+    with deep_recursion():
+        try:
+            grammar = _Translator(root, whitespace, strict, closed_objects).grammar(root)
+            if not closed_objects and grammar.cyclic_names():
+                # a recursive schema runs on the Lark path, where the undeclared-key terminals
+                # make the lexer tables explode: close its objects (narrower, never wider)
+                logger.info("JSON schema is recursive: keys that only `additionalProperties: true` admits are not generated")
+                translator = _Translator(root, whitespace, strict, closed_objects)
+                translator.free_extras = False
+                grammar = translator.grammar(root)
+            return grammar
+        except _Empty as exc:  # internal (lets anyOf drop a branch); users get a plain GrammarError
+            raise GrammarError(f"the JSON schema allows no value: {exc}") from None
+        except RecursionError:
+            raise GrammarError("JSON schema is nested too deeply to compile") from None
+
+
+class deep_recursion:
+    """Raise the recursion limit while translating / writing a deeply nested grammar."""
+
+    def __enter__(self) -> None:
+        self.old = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(self.old, _RECURSION_LIMIT))
+
+    def __exit__(self, *exc: Any) -> None:
+        sys.setrecursionlimit(self.old)
 
 
 def json_value_grammar(whitespace: str = "compact", object_only: bool = True) -> Grammar:
@@ -431,7 +888,6 @@ def json_value_grammar(whitespace: str = "compact", object_only: bool = True) ->
     return docs.grammar(docs.any_json_object())
 
 
-
 class SchemaSet:
     """Several independent schema documents translated into one grammar IR, e.g. the argument
     schemas of several tools plus a response schema. Each document's `$ref`s resolve inside that
@@ -441,8 +897,8 @@ class SchemaSet:
         grammar = docs.grammar(alt(Lit("<a>"), docs.node(schema_a), docs.node(schema_b)))
     """
 
-    def __init__(self, whitespace: str = "compact") -> None:
-        self._translator = _Translator({}, whitespace)
+    def __init__(self, whitespace: str = "compact", closed_objects: bool = False) -> None:
+        self._translator = _Translator({}, whitespace, closed_objects=closed_objects)
         self._count = 0
 
     def node(self, schema: Any, label: str = "") -> Node:
@@ -451,9 +907,12 @@ class SchemaSet:
         root = normalize_schema(schema)
         self._count += 1
         t = self._translator
-        t.root, t.document = root, f"doc{self._count}:"
+        t.root, t.document, t._validator = root, f"doc{self._count}:", None
         try:
-            return t.node(root, "")
+            with deep_recursion():
+                return t.node(root, "")
+        except RecursionError:
+            raise GrammarError(f"{label + ': ' if label else ''}JSON schema is nested too deeply to compile") from None
         except GrammarError as exc:
             raise GrammarError(f"{label}: {exc}" if label else str(exc)) from None
 

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["INTEGER", "NUMBER", "STRING_CHAR", "FORMATS", "int_range", "number_range", "pattern_to_json_regex"]
+__all__ = [
+    "INTEGER", "NUMBER", "STRING_CHAR", "KEY_CHAR", "FORMATS", "int_range", "number_range", "pattern_to_json_regex",
+    "string_except", "multiple_of_int",
+]  # fmt: skip
 
 INTEGER = r"-?(?:0|[1-9][0-9]*)"
 _FRACTION = r"\.[0-9]+"
@@ -16,20 +19,53 @@ _EXPONENT = r"[eE][+-]?[0-9]+"
 NUMBER = INTEGER + f"(?:{_FRACTION})?(?:{_EXPONENT})?"
 # one character of a JSON string body: plain (no quote, backslash or control) or an escape
 _PLAIN = r'[^"\\\x00-\x1F]'
-STRING_CHAR = _PLAIN + r'|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4}'
+# (\\u escapes of surrogates are left out: a pair is one character to JSON schema but two here)
+STRING_CHAR = _PLAIN + r'|\\["\\/bfnrt]|\\u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2})'
+# one character written the way json.dumps(..., ensure_ascii=False) writes it: every character has
+# exactly one spelling, so "this key is not one of the declared names" is a question about text
+_SHORT_ESCAPES = ['\\"', "\\\\", "\\b", "\\f", "\\n", "\\r", "\\t"]
+_CONTROL_ESCAPES = [f"\\u{c:04x}" for c in range(0x20) if c not in (8, 9, 10, 12, 13)]
+KEY_CHAR = _PLAIN + r'|\\["\\bfnrt]|\\u00(?:0[0-7bef]|1[0-9a-f])'
 
-_D2 = "[0-9]{2}"
-_DATE = r"[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])"
+_YEAR = r"(?:[0-9]{3}[1-9]|[0-9]{2}[1-9]0|[0-9][1-9]00|[1-9]000)"  # 0001..9999
+_LEAP = r"(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)"
+_DATE = (
+    rf"(?:{_YEAR}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)"
+    rf"|02-(?:0[1-9]|1[0-9]|2[0-8]))|{_LEAP}-02-29)"
+)
 _TIME = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]+)?(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+_DURATION_TIME = r"T(?:[0-9]+H(?:[0-9]+M)?(?:[0-9]+S)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)"
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+_H16 = r"[0-9a-fA-F]{1,4}"
+_IPV6 = "|".join([
+    rf"(?:{_H16}:){{7}}{_H16}",
+    rf"(?:{_H16}:){{1,7}}:",
+    rf"(?:{_H16}:){{1,6}}:{_H16}",
+    rf"(?:{_H16}:){{1,5}}(?::{_H16}){{1,2}}",
+    rf"(?:{_H16}:){{1,4}}(?::{_H16}){{1,3}}",
+    rf"(?:{_H16}:){{1,3}}(?::{_H16}){{1,4}}",
+    rf"(?:{_H16}:){{1,2}}(?::{_H16}){{1,5}}",
+    rf"{_H16}:(?::{_H16}){{1,6}}",
+    rf":(?:(?::{_H16}){{1,7}}|:)",
+])  # fmt: skip
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?"
+_PCHAR = r"(?:[A-Za-z0-9\-._\~!$\&'()*+,;=:@]|%[0-9A-Fa-f]{2})"
+_REG_NAME = r"(?:[A-Za-z0-9\-._\~!$\&'()*+,;=]|%[0-9A-Fa-f]{2})*"
+# Each is a subset of what the usual checkers accept (jsonschema's format checker, RFC 3339,
+# RFC 3986, ipaddress): generation may be narrower than validation, never wider.
 FORMATS = {
     "date": _DATE,
     "time": _TIME,
     "date-time": _DATE + "[Tt]" + _TIME,
+    "duration": rf"P(?:(?:[0-9]+Y(?:[0-9]+M)?(?:[0-9]+D)?|[0-9]+M(?:[0-9]+D)?|[0-9]+D)(?:{_DURATION_TIME})?|{_DURATION_TIME}|[0-9]+W)",
     "uuid": r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
-    "email": r"[A-Za-z0-9!#$%&'*+=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+=?^_`{|}~-]+)*@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*",
-    "uri": r"[A-Za-z][A-Za-z0-9+.-]*:[^\x00-\x20\"\\<>^`{|}]*",
+    "email": r"[A-Za-z0-9!#$%\&'*+=?^_`{|}\~\-]+(?:\.[A-Za-z0-9!#$%\&'*+=?^_`{|}\~\-]+)*@" + rf"{_LABEL}(?:\.{_LABEL})*",
+    "hostname": rf"(?:{_LABEL}\.){{0,2}}[A-Za-z](?:[A-Za-z0-9\-]{{0,61}}[A-Za-z0-9])?",
+    "ipv4": rf"(?:{_OCTET}\.){{3}}{_OCTET}",
+    "ipv6": f"(?:{_IPV6})",
+    "uri": rf"[A-Za-z][A-Za-z0-9+.\-]*:(?://{_REG_NAME}(?::[0-9]*)?(?:/{_PCHAR}*)*|/(?:{_PCHAR}+(?:/{_PCHAR}*)*)?|{_PCHAR}+(?:/{_PCHAR}*)*)?(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?",
+    "byte": r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?",
 }
-del _D2
 
 
 def _same_length(lo: str, hi: str) -> str:
@@ -83,6 +119,30 @@ def int_range(lo: int | None, hi: int | None) -> str | None:
     return "|".join(parts) if parts else None
 
 
+def multiple_of_int(m: int, lo: int | None, hi: int | None) -> str | None:
+    """Canonical JSON integers in [lo, hi] that are multiples of m; None when not expressible
+    compactly (m must divide a power of ten, or the range hold at most 1000 multiples)."""
+    if m == 1:
+        return int_range(lo, hi) if (lo, hi) != (None, None) else INTEGER
+    if lo is not None and hi is not None:
+        first = -(-lo // m) * m
+        values = list(range(first, hi + 1, m)) if first <= hi else []
+        if len(values) > 1000:
+            return None
+        return "|".join(str(v) for v in values) if values else None
+    if lo is not None or hi is not None:
+        return None
+    k = 0
+    while 10**k % m and k < 6:
+        k += 1
+    if 10**k % m or 10**k // m > 1000:
+        return None
+    small = [str(v) for v in range(0, 10**k, m)]  # written with at most k digits
+    tails = "|".join(v.zfill(k) for v in small)
+    positive = f"(?:{'|'.join(v for v in small if v != '0')}|[1-9][0-9]*(?:{tails}))"
+    return f"0|-?{positive}"
+
+
 def number_range(lo: int | None, lo_excl: bool, hi: int | None, hi_excl: bool) -> str | None:
     """Decimal JSON numbers (no exponent) in the interval with integer bounds; None if empty."""
     frac_any, frac_zero, frac_nonzero = r"(?:\.[0-9]+)?", r"(?:\.0+)?", r"\.[0-9]*[1-9][0-9]*"
@@ -115,14 +175,18 @@ def number_range(lo: int | None, lo_excl: bool, hi: int | None, hi_excl: bool) -
     return "|".join(_group(p) for p in parts) if parts else None
 
 
-def pattern_to_json_regex(pattern: str) -> str:
+def pattern_to_json_regex(pattern: str, min_length: int = 0, max_length: int | None = None) -> str:
     """A JSON-Schema `pattern` (ECMA regex, search semantics) -> regex over the JSON string body.
 
     Re-rendered from Python's regex parser so `.` and negated classes can never produce a raw quote,
     backslash or control character, and literal quotes/backslashes become their JSON escapes.
-    Raises ValueError for constructs we cannot translate exactly (lookarounds, backreferences)."""
+    With min_length/max_length the lengths are intersected exactly when the pattern has at most
+    one variable-length part (e.g. `^[a-z]+$`, `^ab`). Raises ValueError for constructs we cannot
+    translate exactly (lookarounds, backreferences, several variable parts with a length bound)."""
     import re._parser as sre  # the stdlib's own parser (stable in 3.11+)
 
+    if not isinstance(pattern, str):
+        raise ValueError(f"pattern must be a string, got {type(pattern).__name__}")
     try:
         tree = sre.parse(pattern)
     except re.error as exc:
@@ -131,9 +195,49 @@ def pattern_to_json_regex(pattern: str) -> str:
     anchored_start = bool(items) and items[0][0] == sre.AT and items[0][1] == sre.AT_BEGINNING
     anchored_end = bool(items) and items[-1][0] == sre.AT and items[-1][1] in (sre.AT_END, sre.AT_END_STRING)
     body = items[int(anchored_start) : len(items) - int(anchored_end)]
-    inner = "".join(_render(op, av, sre) for op, av in body)
     any_chars = f"(?:{STRING_CHAR})*"
-    return (("" if anchored_start else any_chars) + f"(?:{inner})" + ("" if anchored_end else any_chars))
+    if (min_length, max_length) == (0, None):
+        inner = "".join(_render(op, av, sre) for op, av in body)
+        return ("" if anchored_start else any_chars) + f"(?:{inner})" + ("" if anchored_end else any_chars)
+    # pieces: (regex of one character, min repeats, max repeats or None)
+    pieces = [] if anchored_start else [(STRING_CHAR, 0, None)]
+    for op, av in body:
+        pieces.append(_char_piece(op, av, sre))
+    if not anchored_end:
+        pieces.append((STRING_CHAR, 0, None))
+    variable = [i for i, (_, lo, hi) in enumerate(pieces) if lo != hi]
+    fixed = sum(lo for _, lo, hi in pieces if lo == hi)
+    if len(variable) > 1:
+        raise ValueError("a pattern with several variable-length parts together with minLength/maxLength")
+    if not variable:
+        if fixed < min_length or (max_length is not None and fixed > max_length):
+            raise ValueError("pattern and minLength/maxLength allow no string")
+    else:
+        char, lo, hi = pieces[variable[0]]
+        lo = max(lo, min_length - fixed)
+        if max_length is not None:
+            hi = max_length - fixed if hi is None else min(hi, max_length - fixed)
+        if hi is not None and hi < lo:
+            raise ValueError("pattern and minLength/maxLength allow no string")
+        pieces[variable[0]] = (char, lo, hi)
+    return "".join(f"(?:{c}){{{lo},{'' if hi is None else hi}}}" for c, lo, hi in pieces)
+
+
+def _char_piece(op, av, sre) -> tuple[str, int, int | None]:
+    """One pattern item as (one-character regex, min, max): a character matcher, maybe repeated."""
+    if op in (sre.MAX_REPEAT, sre.MIN_REPEAT):
+        lo, hi, item = av
+        if len(item) != 1:
+            raise ValueError("a repeated group of several items together with minLength/maxLength")
+        char, a, b = _char_piece(*item[0], sre)
+        if (a, b) != (1, 1):
+            raise ValueError("a nested repeat together with minLength/maxLength")
+        return char, lo, None if hi == sre.MAXREPEAT else hi
+    if op == sre.SUBPATTERN and len(av[-1]) == 1:
+        return _char_piece(*av[-1][0], sre)
+    if op in (sre.LITERAL, sre.ANY, sre.IN, sre.CATEGORY):
+        return _render(op, av, sre), 1, 1
+    raise ValueError(f"{str(op).lower()} in a pattern together with minLength/maxLength")
 
 
 def _char_literal(code: int) -> str:
@@ -161,7 +265,7 @@ def _class_member(op, av, sre) -> str:
         ch = chr(av)
         if ch in '"\\' or av < 0x20:
             raise ValueError("a character class containing a quote, backslash or control character")
-        return "\\" + ch if ch in "]\\^-[" else ch
+        return "\\" + ch if ch in "]\\^-[&~" else ch
     if op == sre.RANGE:
         lo, hi = av
         if lo <= 0x22 <= hi or lo <= 0x5C <= hi or lo < 0x20:
@@ -195,3 +299,51 @@ def _render(op, av, sre) -> str:
     if op == sre.CATEGORY and str(av) in _CATEGORIES:
         return f"[{_CATEGORIES[str(av)]}]"
     raise ValueError(f"unsupported regex construct {str(op).lower()}")
+
+
+def _key_units(name: str) -> list[str]:
+    """`name` as json.dumps writes it (no quotes), split into one spelling per character."""
+    import json
+
+    body, units, i = json.dumps(name, ensure_ascii=False)[1:-1], [], 0
+    while i < len(body):
+        size = 1 if body[i] != "\\" else 6 if body[i + 1] == "u" else 2
+        units.append(body[i : i + size])
+        i += size
+    return units
+
+
+def _unit_regex(unit: str) -> str:
+    return "".join("\\" + c if c in _CLASS_SPECIAL or c in "$.+*?()|{}" else c for c in unit)
+
+
+_CLASS_SPECIAL = set("]\\^-[&~")
+
+
+def _other_unit(children: dict) -> str:
+    """One key character (KEY_CHAR) whose spelling is not among `children`."""
+    plain = "".join(("\\" + u if u in _CLASS_SPECIAL else u) for u in children if not u.startswith("\\"))
+    if not any(u.startswith("\\") for u in children):  # the usual case: every escape allowed
+        return f'[^"\\\\\\x00-\\x1F{plain}]|' + KEY_CHAR.split("|", 1)[1]
+    escapes = [u for u in _SHORT_ESCAPES + _CONTROL_ESCAPES if u not in children]
+    return "|".join([f'[^"\\\\\\x00-\\x1F{plain}]', *(_unit_regex(u) for u in escapes)])
+
+
+def string_except(names: list[str]) -> str:
+    """A JSON string (with its quotes, each character spelled as json.dumps spells it) that is
+    none of `names`: the complement of a finite set, written over the trie of the names."""
+    trie: dict = {}
+    for name in names:
+        node = trie
+        for unit in _key_units(name):
+            node = node.setdefault(unit, {})
+        node[None] = {}  # end of a name
+
+    def rest(node: dict) -> str:  # spellings that do not complete a name below `node`
+        children = {u: c for u, c in node.items() if u is not None}
+        parts = [f"(?:{_other_unit(children)})(?:{KEY_CHAR})*"]
+        parts += [_unit_regex(u) + f"(?:{rest(c)})" for u, c in children.items()]
+        body = "|".join(parts)
+        return f"(?:{body})" if None in node else f"(?:{body})?"
+
+    return f'"{rest(trie)}"'

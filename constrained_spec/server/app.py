@@ -105,7 +105,7 @@ class ChatService:
         try:
             if plan.mode != "none":
                 blame = "tools"
-                ir = constraint_grammar(plan, content)
+                ir = constraint_grammar(plan, content, closed_objects=getattr(self.generator, "closed_objects", True))
                 return compile_grammar(ir=ir, vocab=self.generator.vocabulary, backend=self.generator.backend)
             if content.kind == "json_object":
                 return self.generator.compile_constraint(json_object=True)

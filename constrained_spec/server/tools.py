@@ -94,12 +94,13 @@ def _calls_node(plan: ToolPlan, docs: SchemaSet) -> Node:
     return seq(Lit("["), call, more, Lit("]"))
 
 
-def constraint_grammar(plan: ToolPlan, content: ContentFormat) -> Grammar | None:
+def constraint_grammar(plan: ToolPlan, content: ContentFormat, closed_objects: bool = True) -> Grammar | None:
     """The grammar of the whole reply: calls for "required"; for "auto" the union of the calls
-    branch and the content branch (text, or JSON following `content`); None for mode "none"."""
+    branch and the content branch (text, or JSON following `content`); None for mode "none".
+    closed_objects: objects get only their declared keys (see api.Generator)."""
     if plan.mode == "none":
         return None
-    docs = SchemaSet()
+    docs = SchemaSet(closed_objects=closed_objects)
     try:
         calls = _calls_node(plan, docs)
         if plan.mode == "required":

@@ -46,7 +46,8 @@ def vocabulary_for(tokenizer: Any, vocab_size: int) -> Vocabulary:
 def compile_spec(kind: str, spec: str, vocab: Vocabulary) -> Any:
     """vLLM's (request type name, spec text) -> our CompiledGrammar; GrammarError if unsupported."""
     if kind == "JSON":
-        return compile_constraint(json_schema=json.loads(spec) if isinstance(spec, str) else spec, vocab=vocab)
+        # closed objects, like the other generation surfaces (api.Generator): only declared keys
+        return compile_constraint(json_schema=json.loads(spec) if isinstance(spec, str) else spec, vocab=vocab, closed_objects=True)
     if kind == "JSON_OBJECT":
         return compile_constraint(json_object=True, vocab=vocab)
     if kind == "REGEX":

@@ -21,7 +21,7 @@ httpx = pytest.importorskip("httpx")
 FACTOR = 20
 WORD = r"[a-z]{3,6}"
 COLORS = ("red", "green", "blue")
-COLOR_SCHEMA = {"type": "object", "properties": {"c": {"enum": list(COLORS)}}, "required": ["c"]}
+COLOR_SCHEMA = {"type": "object", "properties": {"c": {"enum": list(COLORS)}}, "required": ["c"], "additionalProperties": False}
 
 
 @pytest.fixture(scope="module")

@@ -154,9 +154,13 @@ class Oracle:
     schema using such a loosely checked format gets soundness checks only (`canonical` is never
     claimed for its texts)."""
 
-    def __init__(self, schema: Any) -> None:
+    def __init__(self, schema: Any, generated: Any = None) -> None:
+        """`generated`: the narrower schema the compiler documents it generates (see
+        `generation_schema`); a text counts as canonical (completeness is required) only if it is
+        valid there too. Soundness is always judged against `schema`."""
         cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         self.schema = schema
+        self.generated = None if generated is None else cls(generated, format_checker=cls.FORMAT_CHECKER)
         self.validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
         self.loose_formats = bool(_formats(schema) - _EXACT_FORMATS)
         self.ascii_validator = _ascii_classes(cls)(schema, format_checker=cls.FORMAT_CHECKER) if _has_class_escape(schema) else None
@@ -167,6 +171,12 @@ class Oracle:
         try:
             return validator.is_valid(value)
         except _ORACLE_ERRORS:  # a schema jsonschema cannot evaluate: nothing counts as valid
+            return False
+
+    def _generates(self, value: Any) -> bool:
+        try:
+            return self.generated.is_valid(value)
+        except _ORACLE_ERRORS:
             return False
 
     def _valid_with_ascii_classes(self, value: Any) -> bool:
@@ -190,6 +200,7 @@ class Oracle:
                 try:
                     canonical = (valid and not self.loose_formats and self.canonical_text(parsed.last).encode() == data
                                  and self._valid_with_ascii_classes(parsed.last))
+                    canonical = canonical and (self.generated is None or self._generates(parsed.last))
                 except ValueError:  # 1e999 reads as infinity: valid JSON, no canonical form
                     canonical = False
                 verdict = Verdict(valid, canonical)
@@ -483,3 +494,53 @@ def check_walk(oracle: Oracle, data: bytes, result: Walk) -> list[str]:
     if result.refused_at is not None and oracle.judge(data).canonical:
         problems.append(f"valid canonical {data!r} refused after {data[: result.refused_at]!r}")
     return problems
+
+
+SCALARS = {"type": ["null", "boolean", "number", "string"]}
+
+
+def _small_finite_items(schema: dict) -> bool:
+    items = schema.get("items", True)
+    if "prefixItems" in schema or not isinstance(items, dict):
+        return False
+    values = items.get("enum", [items["const"]] if "const" in items else None)
+    if isinstance(values, list):
+        return len({json.dumps(v, sort_keys=True) for v in values}) <= 4
+    kinds = items.get("type")
+    kinds = [kinds] if isinstance(kinds, str) else kinds
+    return set(items) == {"type"} and isinstance(kinds, list) and set(kinds) <= {"boolean", "null"}
+
+
+def generation_schema(schema: Any, recursive: bool) -> Any:
+    """The part of `schema` the JSON-schema compiler documents that it generates (json_schema.py's
+    docstring and its logged narrowings): where an object schema leaves `additionalProperties`
+    open (absent, true or {}), undeclared keys hold scalar values, and none at all when the whole
+    grammar is recursive (Lark path); with `patternProperties` the undeclared keys are the pattern
+    keys that match no declared name; `propertyNames` or `maxProperties` next to open extras admit
+    none. `uniqueItems` arrays hold at most one item unless the items are a small finite domain
+    (enum/const of at most 4 values, or booleans/null) and there are no `prefixItems`.
+    Narrower than the compiler where the two differ (e.g. allOf branches), never wider."""
+    if isinstance(schema, list):
+        return [generation_schema(s, recursive) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: (v if k in ("const", "enum", "default", "examples") else generation_schema(v, recursive)) for k, v in schema.items()}
+    for key in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas"):
+        if isinstance(schema.get(key), dict):
+            out[key] = {k: generation_schema(v, recursive) for k, v in schema[key].items()}
+    if schema.get("uniqueItems") is True and not _small_finite_items(schema):
+        out["maxItems"] = min(schema.get("maxItems", 1), 1) if isinstance(schema.get("maxItems"), int) else 1
+    types = schema.get("type")
+    types = [types] if isinstance(types, str) else types
+    constrains = any(k not in ("$schema", "$id", "title", "description", "$comment") for k in schema)
+    if not (types is None and constrains or isinstance(types, list) and "object" in types):
+        return out
+    declared = [k for k in (*schema.get("properties", {}), *schema.get("required", [])) if isinstance(k, str)]
+    if isinstance(schema.get("patternProperties"), dict):
+        out["additionalProperties"] = False
+        out["patternProperties"] = {} if "propertyNames" in schema else {
+            p: v for p, v in out["patternProperties"].items() if not any(re.search(p, n) for n in declared)}
+    elif schema.get("additionalProperties", True) in (True, {}):
+        closed = recursive or "propertyNames" in schema or "maxProperties" in schema
+        out["additionalProperties"] = False if closed else SCALARS
+    return out

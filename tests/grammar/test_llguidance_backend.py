@@ -25,7 +25,7 @@ def ids(text: str) -> list[int]:
 
 @pytest.mark.parametrize("backend", ["default", "llguidance"])
 def test_backends_agree_on_a_schema(backend):
-    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"enum": ["x", "y"]}}, "required": ["a", "b"]}
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"enum": ["x", "y"]}}, "required": ["a", "b"], "additionalProperties": False}
     m = compile(json_schema=schema, vocab=VOCAB, backend=backend).matcher()
     assert isinstance(m, GrammarMatcher)
     good, bad = ids('{"a":12,"b":"y"}'), ids('{"a":1,"b":"z"}')

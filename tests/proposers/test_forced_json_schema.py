@@ -14,6 +14,7 @@ SCHEMA = {
     "type": "object",
     "properties": {"name": {"type": "string"}, "role": {"enum": ["admin", "user"]}, "age": {"type": "integer"}},
     "required": ["name", "role", "age"],
+    "additionalProperties": False,  # closed: only then is the next key forced
 }
 
 

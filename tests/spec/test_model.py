@@ -84,7 +84,7 @@ def test_greedy_speculative_equals_plain_on_default_model(loaded):
     tok = loaded.tokenizer
     vocab = Vocabulary.from_tokenizer(tok, size=loaded.logits_width)
     schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}, "required": ["name", "age"]}
-    grammar = compile_json_schema(schema, vocab)
+    grammar = compile_json_schema(schema, vocab, closed_objects=True)  # as the generation surfaces do
     messages = [{"role": "user", "content": "Alice is 30 years old. Reply with JSON with her name and age."}]
     prompt = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
     params = SamplingParams(temperature=0, max_tokens=40)

@@ -70,8 +70,8 @@ def test_greedy_json_with_static_runner_equals_hf_runner(loaded):
     person = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}, "required": ["name", "age"]}
     colors = {"type": "object", "properties": {"colors": {"type": "array", "items": {"enum": ["red", "green", "blue"]}}}, "required": ["colors"]}
     tasks = [
-        (chat(tok, "Alice is 30 years old. Reply with JSON with her name and age."), compile_json_schema(person, vocabulary)),
-        (chat(tok, "List the colors of the French flag that are in red, green, blue, as JSON."), compile_json_schema(colors, vocabulary)),
+        (chat(tok, "Alice is 30 years old. Reply with JSON with her name and age."), compile_json_schema(person, vocabulary, closed_objects=True)),
+        (chat(tok, "List the colors of the French flag that are in red, green, blue, as JSON."), compile_json_schema(colors, vocabulary, closed_objects=True)),
     ]
     params = SamplingParams(temperature=0, max_tokens=32)
     outputs = {}

@@ -1,0 +1,254 @@
+"""JSON-schema algebra before translation: keyword classes, draft normalisation, allOf merging.
+
+`clean` turns one schema object of any draft (4 .. 2020-12) into the 2020-12 spelling with its
+annotations and unknown keywords removed; `merge` intersects several cleaned schemas into one,
+keyword by keyword, exactly or not at all (GrammarError naming the keyword and its JSON pointer).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Callable
+
+from .protocol import GrammarError
+
+__all__ = ["VALIDATION", "ANNOTATIONS", "STRUCTURAL", "clean", "merge", "pointer", "canonical"]
+
+# keywords that constrain instances (drafts 4 .. 2020-12)
+VALIDATION = frozenset({
+    "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum",
+    "maxLength", "minLength", "pattern", "format", "maxItems", "minItems", "uniqueItems", "maxContains",
+    "minContains", "contains", "maxProperties", "minProperties", "required", "dependentRequired",
+    "dependentSchemas", "dependencies", "properties", "patternProperties", "additionalProperties",
+    "propertyNames", "items", "prefixItems", "additionalItems", "unevaluatedItems", "unevaluatedProperties",
+    "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef", "$recursiveRef",
+})  # fmt: skip
+# keywords that organise a schema without constraining instances by themselves
+STRUCTURAL = frozenset({
+    "$schema", "$id", "id", "$defs", "definitions", "$anchor", "$dynamicAnchor", "$recursiveAnchor",
+    "$vocabulary", "$comment",
+})  # fmt: skip
+# keywords the specifications define as annotations
+ANNOTATIONS = frozenset({
+    "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
+    "contentMediaType", "contentEncoding", "contentSchema", "discriminator",
+})  # fmt: skip
+
+
+def pointer(path: str, *keys: Any) -> str:
+    """JSON pointer of `path` extended by `keys` (RFC 6901 escaping); the root is '/'."""
+    for key in keys:
+        path += "/" + str(key).replace("~", "~0").replace("/", "~1")
+    return path
+
+
+def at(path: str) -> str:
+    return path or "/"
+
+
+def canonical(value: Any) -> str:
+    """Equality key of a JSON value under JSON-schema equality (1 == 1.0, true != 1)."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (int, float)):
+        return repr(int(value)) if float(value).is_integer() and abs(value) < 2**63 else repr(float(value))
+    if isinstance(value, list):
+        return "[" + ",".join(canonical(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(json.dumps(k) + ":" + canonical(v) for k, v in sorted(value.items())) + "}"
+    raise GrammarError(f"enum/const value {value!r} is not JSON")
+
+
+def clean(schema: dict, path: str, unknown: Callable[[str, str], None]) -> dict:
+    """One schema object -> 2020-12 validation keywords only (annotations dropped, unknown keywords
+    reported through `unknown(keyword, pointer)`, draft-4..2019 spellings rewritten)."""
+    out: dict = {}
+    for key, value in schema.items():
+        if key in VALIDATION:
+            out[key] = value
+        elif key not in STRUCTURAL and key not in ANNOTATIONS:
+            unknown(key, pointer(path, key))
+    for key in ("$dynamicRef", "$recursiveRef", "unevaluatedItems", "unevaluatedProperties"):
+        if key in out and not (key.startswith("uneval") and out[key] is True):
+            raise GrammarError(f"{key} at {pointer(path, key)} is not supported")
+        out.pop(key, None)
+    # draft 4: exclusiveMinimum/Maximum are booleans that modify minimum/maximum
+    for bound, excl in (("minimum", "exclusiveMinimum"), ("maximum", "exclusiveMaximum")):
+        if isinstance(out.get(excl), bool):
+            if out.pop(excl) and bound in out:
+                out[excl] = out.pop(bound)
+    # up to 2019-09: items as an array = prefixItems, additionalItems = the rest
+    if isinstance(out.get("items"), list):
+        if "prefixItems" in out:
+            raise GrammarError(f"items as an array next to prefixItems at {pointer(path, 'items')} is ambiguous")
+        out["prefixItems"] = out.pop("items")
+        if "additionalItems" in out:
+            out["items"] = out.pop("additionalItems")
+    out.pop("additionalItems", None)  # without an items array it has no effect
+    if "dependencies" in out:  # draft 4-7: both kinds in one keyword
+        deps = out.pop("dependencies")
+        if not isinstance(deps, dict):
+            raise GrammarError(f"dependencies at {pointer(path, 'dependencies')} must be an object")
+        for name, dep in deps.items():
+            kind = "dependentRequired" if isinstance(dep, list) else "dependentSchemas"
+            out.setdefault(kind, {})[name] = dep
+    for key in ("then", "else"):
+        if "if" not in out:
+            out.pop(key, None)  # without `if` they have no effect
+    if "if" in out and "then" not in out and "else" not in out:
+        out.pop("if")  # `if` alone constrains nothing
+    if "minContains" in out or "maxContains" in out:
+        if "contains" not in out:
+            out.pop("minContains", None)
+            out.pop("maxContains", None)
+    return out
+
+
+_LOWER = ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties", "minContains")
+_UPPER = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties", "maxContains")
+
+
+def _types(value: Any) -> set[str]:
+    return {value} if isinstance(value, str) else set(value)
+
+
+def _intersect_types(a: Any, b: Any) -> list[str]:
+    ta, tb = _types(a), _types(b)
+    out = ta & tb
+    if "integer" in ta and "number" in tb or "number" in ta and "integer" in tb:
+        out.add("integer")
+    return sorted(out)
+
+
+def merge(parts: list[dict], path: str) -> dict:
+    """The intersection of cleaned schemas (no $ref / allOf inside), as one schema; exact or a
+    GrammarError naming the keyword that cannot be combined."""
+    merged: dict = {}
+    for part in parts:
+        merged = _merge_two(merged, part, path)
+    return merged
+
+
+def _merge_two(a: dict, b: dict, path: str) -> dict:
+    if not a:
+        return dict(b)
+    out = dict(a)
+    if ("properties" in b or "additionalProperties" in b or "patternProperties" in b) and (
+        "properties" in a or "additionalProperties" in a or "patternProperties" in a
+    ):
+        _merge_object_members(out, b, path)
+        b = {k: v for k, v in b.items() if k not in ("properties", "additionalProperties", "patternProperties")}
+    if ("prefixItems" in b or "items" in b) and ("prefixItems" in a or "items" in a):
+        _merge_array_items(out, b)
+        b = {k: v for k, v in b.items() if k not in ("prefixItems", "items")}
+    for key, value in b.items():
+        if key not in out:
+            out[key] = value
+            continue
+        old = out[key]
+        if canonical_or_none(old) == canonical_or_none(value) and canonical_or_none(value) is not None:
+            continue
+        if key == "type":
+            out[key] = _intersect_types(old, value)
+        elif key in _LOWER:
+            out[key] = max(old, value)
+        elif key in _UPPER:
+            out[key] = min(old, value)
+        elif key == "required":
+            out[key] = list(dict.fromkeys([*old, *value]))
+        elif key == "enum":
+            keep = {canonical(v) for v in value}
+            out[key] = [v for v in old if canonical(v) in keep]
+        elif key == "const":
+            out["enum"] = []  # two different constants: nothing matches
+        elif key == "uniqueItems":
+            out[key] = bool(old) or bool(value)
+        elif key == "dependentRequired":
+            deps = dict(old)
+            for name, need in value.items():
+                deps[name] = list(dict.fromkeys([*deps.get(name, []), *need]))
+            out[key] = deps
+        elif key in ("dependentSchemas", "propertyNames"):
+            if key == "propertyNames":
+                out[key] = {"allOf": [old, value]}
+            else:
+                deps = dict(old)
+                for name, sub in value.items():
+                    deps[name] = {"allOf": [deps[name], sub]} if name in deps else sub
+                out[key] = deps
+        elif key == "not":
+            out[key] = {"anyOf": [old, value]}  # not A and not B == not (A or B)
+        elif key in ("anyOf", "oneOf"):
+            out.setdefault("allOf", []).append({key: value})  # the translator distributes these
+        elif key == "contains":
+            raise GrammarError(f"allOf at {pointer(path, 'allOf')}: two different `contains` cannot be combined exactly")
+        else:
+            raise GrammarError(f"allOf at {pointer(path, 'allOf')} combines two different {key!r} values; not expressible")
+    return out
+
+
+def canonical_or_none(value: Any) -> str | None:
+    try:
+        return canonical(value)
+    except (GrammarError, TypeError):
+        return None
+
+
+def _member_schema(s: dict, name: str, path: str) -> Any:
+    if name in s.get("properties", {}):
+        return s["properties"][name]
+    matching = [sub for pat, sub in s.get("patternProperties", {}).items() if _search(pat, name, path)]
+    if matching:
+        return {"allOf": matching}
+    return s.get("additionalProperties", True)
+
+
+def _search(pattern: str, text: str, path: str) -> bool:
+    try:
+        return re.search(pattern, text) is not None
+    except re.error as exc:
+        raise GrammarError(f"patternProperties key {pattern!r} at {at(path)} is not a valid regex: {exc}") from exc
+
+
+def _merge_object_members(out: dict, b: dict, path: str) -> None:
+    a = dict(out)
+    if a.get("patternProperties") and b.get("patternProperties") and a["patternProperties"] != b["patternProperties"]:
+        raise GrammarError(f"allOf at {pointer(path, 'allOf')} combines two different patternProperties; not expressible")
+    names = list(dict.fromkeys([*a.get("properties", {}), *b.get("properties", {})]))
+    props = {}
+    for name in names:
+        sa, sb = _member_schema(a, name, path), _member_schema(b, name, path)
+        props[name] = sa if sb is True else sb if sa is True else {"allOf": [sa, sb]}
+    out["properties"] = props
+    pattern = a.get("patternProperties") or b.get("patternProperties")
+    if pattern:
+        if (a.get("patternProperties") and b.get("additionalProperties", True) is not True) or (
+            b.get("patternProperties") and a.get("additionalProperties", True) is not True
+        ):
+            raise GrammarError(f"allOf at {pointer(path, 'allOf')} combines patternProperties with another branch's additionalProperties; not expressible")
+        out["patternProperties"] = pattern
+    xa, xb = a.get("additionalProperties", True), b.get("additionalProperties", True)
+    extra = xa if xb is True else xb if xa is True else False if False in (xa, xb) else {"allOf": [xa, xb]}
+    if extra is True:
+        out.pop("additionalProperties", None)
+    else:
+        out["additionalProperties"] = extra
+
+
+def _merge_array_items(out: dict, b: dict) -> None:
+    a = dict(out)
+    pa, pb = a.get("prefixItems", []), b.get("prefixItems", [])
+    ia, ib = a.get("items", True), b.get("items", True)
+    prefix = []
+    for i in range(max(len(pa), len(pb))):
+        sa = pa[i] if i < len(pa) else ia
+        sb = pb[i] if i < len(pb) else ib
+        prefix.append(sa if sb is True else sb if sa is True else {"allOf": [sa, sb]})
+    if prefix:
+        out["prefixItems"] = prefix
+    items = ia if ib is True else ib if ia is True else False if False in (ia, ib) else {"allOf": [ia, ib]}
+    if items is True:
+        out.pop("items", None)
+    else:
+        out["items"] = items

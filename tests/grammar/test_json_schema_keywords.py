@@ -1,0 +1,210 @@
+"""JSON-schema keywords, one case each: instances walked byte by byte through the compiled
+matcher (one token per byte, EOS only at the end) must be accepted exactly when `jsonschema`
+says they are valid, and every prefix at which the matcher would allow EOS must itself be a
+valid instance. Plus: the Lark grouping reproducer, unknown keywords, strict / closed_objects,
+refusals that name the keyword and its JSON pointer, deep schemas and many properties.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import jsonschema
+import pytest
+
+from constrained_spec.grammar import GrammarError, Vocabulary, compile_json_schema
+
+class Raw(str):
+    """An instance given as its exact text (possibly not JSON at all)."""
+
+
+BYTES = Vocabulary([bytes([b]) for b in range(256)] + [None], 256)  # one token per byte, EOS = 256
+EOS = 256
+
+# (name, schema, instances expected valid, instances expected invalid); Raw = exact text
+CASES = [
+    ("lark-grouping-reproducer", {"type": "object", "properties": {"a": {"type": "string"}, "b": {}}, "required": ["b"]},
+     [{"a": "x", "b": 1}, {"b": 1}, {"b": [1, {"c": 2}]}], [Raw('{"a":"x","b":1'), Raw('"b":1}'), "{}", '{"a":"x"}']),
+    ("unknown-keywords-ignored", {"type": "integer", "x-vendor": 1, "markdownDescription": "n", "readonly": True, "id": "x"},
+     [3, -7], [Raw("3.5"), Raw('"3"')]),
+    ("open-objects", {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+     [{"a": 1}, {"a": 1, "z": "q"}, {"$schema": "s", "a": 1}, {"a": 1, "n": None, "m": 2.5}], [{"a": "x"}, {"z": 1}]),
+    ("additionalProperties-schema", {"properties": {"a": {"type": "integer"}}, "required": ["a"], "additionalProperties": {"type": "string"}},
+     [{"a": 1, "b": "x"}, {"a": 1}], [{"a": 1, "b": 2}, {"b": "x"}]),
+    ("additionalProperties-false", {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+     [{}, {"a": 1}], [{"b": 1}, {"a": 1, "b": 1}]),
+    ("patternProperties", {"type": "object", "patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": False},
+     [{}, {"x-a": 1}, {"x-a": 1, "x-b": 2}], [{"x-a": "s"}, {"y": 1}]),
+    ("propertyNames", {"type": "object", "propertyNames": {"maxLength": 3}},
+     [{}, {"abc": 1}], [{"abcd": 1}]),
+    ("propertyNames-enum", {"type": "object", "propertyNames": {"enum": ["a", "b"]}, "properties": {"a": {"type": "integer"}}},
+     [{"a": 1}, {"a": 1, "b": True}], [{"c": 1}, {"a": "x"}]),
+    ("minProperties-1", {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "minProperties": 1, "additionalProperties": False},
+     [{"a": 1}, {"b": 2}, {"a": 1, "b": 2}], [{}]),
+    ("maxProperties", {"type": "object", "properties": {"a": {"type": "integer"}}, "maxProperties": 1},
+     [{}, {"a": 1}], [{"a": 1, "b": 2}]),
+    ("dependentRequired", {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "dependentRequired": {"a": ["b"]}, "additionalProperties": False},
+     [{}, {"b": 1}, {"a": 1, "b": 2}], [{"a": 1}]),
+    ("dependencies-draft7", {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+                             "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+                             "dependencies": {"a": {"required": ["b"]}}, "additionalProperties": False},
+     [{}, {"b": "x"}, {"a": 1, "b": "x"}], [{"a": 1}]),
+    ("prefixItems-items-false", {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}], "items": False},
+     [[], [1], [1, "a"]], [[1, 2], [1, "a", 3], ["a"]]),
+    ("items-array-draft4", {"$schema": "http://json-schema.org/draft-04/schema#", "type": "array",
+                            "items": [{"type": "integer"}], "additionalItems": {"type": "boolean"}},
+     [[], [1], [1, True, False]], [[1, 2], ["x"]]),
+    ("exclusive-bounds-draft4", {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer",
+                                 "minimum": 0, "exclusiveMinimum": True, "maximum": 5},
+     [1, 5], [0, 6]),
+    ("contains", {"type": "array", "items": {"type": "integer"}, "contains": {"minimum": 5}},
+     [[5], [1, 7], [7, 1, 2]], [[], [1, 2], [1, "x", 6]]),
+    ("multipleOf-integer", {"type": "integer", "multipleOf": 5}, [0, 5, -10, 1235], [1, 12, -3]),
+    ("multipleOf-bounded", {"type": "integer", "multipleOf": 3, "minimum": 0, "maximum": 20}, [0, 3, 18], [1, 21, -3]),
+    ("multipleOf-decimal", {"type": "number", "multipleOf": 0.01}, [1, 1.25, -0.5], [Raw("1.255"), Raw("0.001")]),
+    ("uniqueItems-finite", {"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True},
+     [[], ["a"], ["b", "a"]], [["a", "a"], ["c"]]),
+    ("uniqueItems-narrowed", {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+     [[], ["x"]], [["x", "x"]]),
+    ("allOf-merge", {"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                               {"properties": {"a": {"minimum": 3}}}]},
+     [{"a": 3}, {"a": 9, "b": 1}], [{"a": 2}, {}]),
+    ("allOf-ref-siblings", {"$defs": {"base": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}},
+                            "$ref": "#/$defs/base", "properties": {"id": {"maximum": 10}}},
+     [{"id": 1}], [{"id": 11}, {}]),
+    ("oneOf-disjoint-enums", {"oneOf": [{"enum": [1, 2]}, {"enum": [2, 3]}]}, [1, 3], [2, 4]),
+    ("oneOf-discriminated", {"oneOf": [
+        {"type": "object", "properties": {"k": {"const": "a"}, "x": {"type": "integer"}}, "required": ["k"], "additionalProperties": False},
+        {"type": "object", "properties": {"k": {"const": "b"}, "y": {"type": "string"}}, "required": ["k"], "additionalProperties": False}]},
+     [{"k": "a", "x": 1}, {"k": "b", "y": "s"}], [{"k": "a", "y": "s"}, {"k": "c"}]),
+    ("not-type", {"type": ["integer", "string", "null"], "not": {"type": "string"}}, [1, None], [Raw('"x"')]),
+    ("not-required", {"type": "object", "properties": {"a": {"type": "integer"}}, "not": {"required": ["b"]}},
+     [{}, {"a": 1}, {"a": 1, "c": 2}], [{"b": 1}, {"a": 1, "b": 1}]),
+    ("if-then-else", {"type": ["integer", "string"], "if": {"type": "integer"}, "then": {"minimum": 0}, "else": {"maxLength": 2}},
+     [5, 0, "ab"], [-1, "abc"]),
+    ("ref-recursive-tree", {"$defs": {"n": {"type": "object", "properties": {"c": {"type": "array", "items": {"$ref": "#/$defs/n"}}},
+                                            "additionalProperties": False}}, "$ref": "#/$defs/n"},
+     [{}, {"c": []}, {"c": [{"c": [{}]}]}], [{"c": [1]}, {"c": {}}]),
+    ("ref-anchor", {"$defs": {"pos": {"$anchor": "positive", "type": "integer", "minimum": 1}}, "$ref": "#positive"}, [1, 9], [0]),
+    ("pattern-with-lengths", {"type": "string", "pattern": "^[a-z]+$", "minLength": 2, "maxLength": 3},
+     ["ab", "abc"], ["a", "abcd", "aB", ""]),
+    ("enum-with-siblings", {"enum": ["a", "bbbb", 3], "type": "string", "maxLength": 2}, ["a"], [Raw('"bbbb"'), "3"]),
+    ("string-minLength-surrogates", {"type": "string", "minLength": 2}, ["ab", "\U0001F600x"], [Raw('"\\ud83d\\ude00"'), Raw('"a"')]),
+    ("format-date", {"type": "string", "format": "date"}, ["2024-02-29", "1999-12-31"], ["2023-02-29", "2023-04-31", "2023-1-01"]),
+    ("format-date-time", {"type": "string", "format": "date-time"}, ["2024-01-02T03:04:05Z", "2024-01-02T03:04:05.5+01:00"], ["2024-01-02 03:04:05", "2024-01-02T25:00:00Z"]),
+    ("format-ipv4", {"type": "string", "format": "ipv4"}, ["127.0.0.1", "255.255.255.255"], ["256.0.0.1", "01.2.3.4", "1.2.3"]),
+    ("format-ipv6", {"type": "string", "format": "ipv6"}, ["::1", "fe80::1:2", "1:2:3:4:5:6:7:8"], [":::", "1:2:3:4:5:6:7:8:9", "g::1"]),
+    ("format-uuid", {"type": "string", "format": "uuid"}, ["123e4567-e89b-12d3-a456-426614174000"], ["123e4567e89b12d3a456426614174000"]),
+    ("format-email", {"type": "string", "format": "email"}, ["a.b@example.com"], ["ab.example.com"]),
+]
+
+
+def _text(instance) -> str:
+    return str(instance) if isinstance(instance, Raw) else json.dumps(instance, separators=(",", ":"), ensure_ascii=False)
+
+
+def _is_json(text: str):
+    try:
+        return (json.loads(text),)
+    except json.JSONDecodeError:
+        return None
+
+
+def _valid(schema, text: str) -> bool:
+    parsed = _is_json(text)
+    if parsed is None:
+        return False
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER).is_valid(parsed[0])
+
+
+def _walk(compiled, schema, text: str) -> bool:
+    """Feed `text` byte by byte; wherever EOS is allowed the prefix must be a valid instance."""
+    matcher = compiled.matcher()
+    data = text.encode()
+    for i, byte in enumerate(data):
+        if matcher.is_accepting():
+            assert _valid(schema, data[:i].decode(errors="replace")), f"EOS allowed after invalid prefix {data[:i]!r}"
+        if matcher.validate_tokens([byte]) != 1:
+            return False
+        matcher.accept_token(byte)
+    return matcher.validate_tokens([EOS]) == 1
+
+
+@pytest.mark.parametrize("name,schema,valid,invalid", CASES, ids=[c[0] for c in CASES])
+def test_keyword_matches_jsonschema(name, schema, valid, invalid):
+    compiled = compile_json_schema(schema, BYTES, closed_objects=False)  # the JSON-schema meaning
+    for instance, expected in [(v, True) for v in valid] + [(v, False) for v in invalid]:
+        text = _text(instance)
+        assert _valid(schema, text) == expected, f"test case is wrong about {text!r}"
+        assert _walk(compiled, schema, text) == expected, f"{name}: matcher {'rejects' if expected else 'accepts'} {text!r}"
+
+
+def test_reproducer_on_the_real_tokenizer(smollm2_tokenizer, smollm2_vocab):
+    schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {}}, "required": ["b"]}
+    compiled = compile_json_schema(schema, smollm2_vocab, closed_objects=False)
+    eos = smollm2_vocab.eos_token_id
+    for text, ok in [('{"a":"x","b":1}', True), ('{"b":1}', True), (Raw('{"a":"x","b":1'), False), (Raw('"b":1}'), False)]:
+        ids = smollm2_tokenizer.encode(text, add_special_tokens=False) + [eos]
+        assert (compiled.matcher().validate_tokens(ids) == len(ids)) == ok, text
+
+
+def test_unknown_keywords_logged_not_printed(caplog, capsys):
+    with caplog.at_level(logging.INFO, logger="constrained_spec.grammar.json_schema"):
+        compile_json_schema({"type": "boolean", "x-made-up": 1, "links": []}, BYTES)
+    assert "x-made-up" in caplog.text and "links" in caplog.text
+    assert capsys.readouterr().out == ""
+
+
+def test_strict_refuses_unknown_keywords_by_name_and_pointer():
+    with pytest.raises(GrammarError, match=r"'x-made-up' at /properties/a/x-made-up"):
+        compile_json_schema({"type": "object", "properties": {"a": {"type": "integer", "x-made-up": 1}}}, BYTES, strict=True)
+    compile_json_schema({"type": "integer", "title": "t", "description": "d"}, BYTES, strict=True)  # annotations are fine
+
+
+def test_closed_objects_option():
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    compiled = compile_json_schema(schema, BYTES, closed_objects=True)
+    assert _walk(compiled, schema, '{"a":1}')
+    assert not _walk(compiled, schema, '{"a":1,"b":2}')
+
+
+@pytest.mark.parametrize("schema,keyword,where", [
+    ({"type": "integer", "multipleOf": 7}, "multipleOf", "/multipleOf"),
+    ({"type": "object", "properties": {"p": {"unevaluatedProperties": False}}}, "unevaluatedProperties", "/properties/p/unevaluatedProperties"),
+    ({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, "oneOf", "/oneOf"),
+    ({"type": "string", "pattern": "a.*b", "maxLength": 4}, "pattern", "/pattern"),
+    ({"not": {"minimum": 3}}, "not", "/not"),
+    ({"$ref": "https://example.com/other.json"}, r"\$ref", r"/\$ref"),
+])
+def test_refusals_name_keyword_and_pointer(schema, keyword, where):
+    with pytest.raises(GrammarError, match=f"{keyword}.*{where}|{where}.*{keyword}"):
+        compile_json_schema(schema, BYTES)
+
+
+@pytest.mark.parametrize("depth", [100, 500])
+def test_deep_schemas_compile_or_refuse_cleanly(depth):
+    objects, arrays = {"type": "integer"}, {"type": "integer"}
+    for _ in range(depth):
+        objects = {"type": "object", "properties": {"a": objects}, "required": ["a"], "additionalProperties": False}
+        arrays = {"type": "array", "items": arrays}
+    compiled = compile_json_schema(objects, BYTES)
+    assert _walk(compiled, objects, '{"a":' * depth + "1" + "}" * depth)
+    try:  # nested arrays exceed the regex engine's nesting limit: a clean GrammarError is fine
+        compiled = compile_json_schema(arrays, BYTES)
+    except GrammarError:
+        return
+    assert _walk(compiled, arrays, "[" * depth + "1" + "]" * depth)
+
+
+def test_many_properties_compile():
+    # 10,000 in the full run (CONSTRAINED_SPEC_FULL=1; ~35 s here), 1,000 in CI
+    n = 10_000 if os.environ.get("CONSTRAINED_SPEC_FULL") else 1_000
+    names = [f"p{i}" for i in range(n)]
+    schema = {"type": "object", "properties": {k: {"type": "integer"} for k in names}, "required": names, "additionalProperties": False}
+    compiled = compile_json_schema(schema, BYTES)
+    text = "{" + ",".join(f'"{k}":{i}' for i, k in enumerate(names)) + "}"
+    ids = list(text.encode()) + [EOS]
+    assert compiled.matcher().validate_tokens(ids) == len(ids)

@@ -128,7 +128,7 @@ class Grammar:
         size = self._regex_size(node, {})
         if size > MAX_REGEX_CHARS:
             raise GrammarTooLarge(f"the schema expands to a regular expression of about {size:.3g} characters "
-                                  f"(limit {MAX_REGEX_CHARS:,}), e.g. arrays nested too deeply")
+                                  f"(limit {MAX_REGEX_CHARS:,}): arrays nested too deeply or too many properties")
 
     def _regex_size(self, node: Node, memo: dict[int, int]) -> int:
         """Length of `_regex(node)` (up to a few characters), linear in the DAG of nodes. Only

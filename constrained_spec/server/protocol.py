@@ -25,6 +25,7 @@ __all__ = [
     "ResponseFormat",
     "ApiError",
     "error_body",
+    "describe_validation_errors",
     "parse_request",
     "completion_body",
     "chunk_body",
@@ -194,7 +195,7 @@ def _param(loc: tuple[Any, ...]) -> str | None:
     return ".".join(parts) or None
 
 
-def _describe(errors: list[dict[str, Any]]) -> tuple[str, str | None]:
+def describe_validation_errors(errors: list[dict[str, Any]]) -> tuple[str, str | None]:
     """Pydantic errors -> (message, param) for the first bad field, in OpenAI's style."""
     first = errors[0]
     if first.get("type") == "json_invalid":
@@ -219,7 +220,7 @@ def parse_request(body: bytes) -> ChatRequest:
     try:
         return ChatRequest.model_validate_json(body)
     except ValidationError as exc:
-        message, param = _describe(exc.errors())
+        message, param = describe_validation_errors(exc.errors())
         raise ApiError(400, message, param=param) from None
 
 

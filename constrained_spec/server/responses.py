@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .protocol import ApiError, ChatRequest, _describe, new_id
+from .protocol import ApiError, ChatRequest, describe_validation_errors, new_id
 
 __all__ = ["ResponsesRequest", "parse_responses_request", "to_chat_request", "response_body", "usage_of", "output_items", "stream_events"]
 
@@ -125,7 +125,7 @@ def parse_responses_request(body: bytes) -> ResponsesRequest:
         if extra:
             field = ".".join(str(p) for p in extra[0]["loc"])
             raise ApiError(400, f"'{field}' is not supported by this server's /v1/responses", param=field) from None
-        message, param = _describe(errors)
+        message, param = describe_validation_errors(errors)
         raise ApiError(400, message, param=param) from None
 
 
@@ -177,7 +177,7 @@ def to_chat_request(req: ResponsesRequest) -> ChatRequest:
     try:
         return ChatRequest.model_validate(body)
     except ValidationError as exc:
-        message, param = _describe(exc.errors())
+        message, param = describe_validation_errors(exc.errors())
         raise ApiError(400, message, param=param) from None
 
 

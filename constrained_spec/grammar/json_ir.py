@@ -115,6 +115,7 @@ class GrammarTooLarge(Exception):
 class Grammar:
     root: Node
     defs: dict[str, Node]
+    free_extras: bool = True  # False: the translator left out free-form undeclared keys (logged)
 
     # ---- regex ----
     def to_regex(self) -> str:

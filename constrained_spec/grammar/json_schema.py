@@ -34,6 +34,7 @@ logger = logging.getLogger(__name__)
 _TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 _INT_FORMATS = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1), "uint32": (0, 2**32 - 1), "uint64": (0, 2**64 - 1)}
 _NON_STRING_FORMATS = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float", "double"}
+OPEN_OBJECTS_BUDGET = 20_000  # regex characters (~5 s to index for SmolLM2's vocabulary); above it free-form undeclared keys are not generated
 EXTRA_DEPTH = 0  # values of undeclared keys nest at most this many containers deep (compile time)
 MAX_DEPTH = 3000  # JSON nesting of a schema document we accept (a schema level is ~3 JSON levels)
 _RECURSION_LIMIT = 30_000  # translating recurses ~10 frames per level; Python frames are cheap in 3.11+
@@ -854,13 +855,23 @@ def schema_to_grammar(schema: Any, whitespace: str = "compact", strict: bool = F
     with deep_recursion():
         try:
             grammar = _Translator(root, whitespace, strict, closed_objects).grammar(root)
-            if not closed_objects and grammar.cyclic_names():
+            if closed_objects:
+                return grammar
+            if grammar.cyclic_names():
                 # a recursive schema runs on the Lark path, where the undeclared-key terminals
                 # make the lexer tables explode: close its objects (narrower, never wider)
-                logger.info("JSON schema is recursive: keys that only `additionalProperties: true` admits are not generated")
-                translator = _Translator(root, whitespace, strict, closed_objects)
-                translator.free_extras = False
-                grammar = translator.grammar(root)
+                reason = "JSON schema is recursive"
+            elif (size := grammar._regex_size(grammar.root, {})) > OPEN_OBJECTS_BUDGET:
+                # free-form keys in every object multiply the DFA (dependabot: a 340,672-character
+                # regex, 92 s and >20 GB to index; closed, 10,052 characters and 0.08 s)
+                reason = f"with undeclared keys the regex would be {size:,} characters (budget {OPEN_OBJECTS_BUDGET:,})"
+            else:
+                return grammar
+            logger.info("%s: keys that only an absent or `true` additionalProperties admits are not generated", reason)
+            translator = _Translator(root, whitespace, strict, closed_objects)
+            translator.free_extras = False
+            grammar = translator.grammar(root)
+            grammar.free_extras = False
             return grammar
         except _Empty as exc:  # internal (lets anyOf drop a branch); users get a plain GrammarError
             raise GrammarError(f"the JSON schema allows no value: {exc}") from None

@@ -511,23 +511,24 @@ def _small_finite_items(schema: dict) -> bool:
     return set(items) == {"type"} and isinstance(kinds, list) and set(kinds) <= {"boolean", "null"}
 
 
-def generation_schema(schema: Any, recursive: bool) -> Any:
+def generation_schema(schema: Any, closed_free: bool) -> Any:
     """The part of `schema` the JSON-schema compiler documents that it generates (json_schema.py's
     docstring and its logged narrowings): where an object schema leaves `additionalProperties`
-    open (absent, true or {}), undeclared keys hold scalar values, and none at all when the whole
-    grammar is recursive (Lark path); with `patternProperties` the undeclared keys are the pattern
+    open (absent, true or {}), undeclared keys hold scalar values, and none at all where the
+    compiler closed free-form objects (`Grammar.free_extras` False: a recursive grammar, or one over
+    the open-objects budget); with `patternProperties` the undeclared keys are the pattern
     keys that match no declared name; `propertyNames` or `maxProperties` next to open extras admit
     none. `uniqueItems` arrays hold at most one item unless the items are a small finite domain
     (enum/const of at most 4 values, or booleans/null) and there are no `prefixItems`.
     Narrower than the compiler where the two differ (e.g. allOf branches), never wider."""
     if isinstance(schema, list):
-        return [generation_schema(s, recursive) for s in schema]
+        return [generation_schema(s, closed_free) for s in schema]
     if not isinstance(schema, dict):
         return schema
-    out = {k: (v if k in ("const", "enum", "default", "examples") else generation_schema(v, recursive)) for k, v in schema.items()}
+    out = {k: (v if k in ("const", "enum", "default", "examples") else generation_schema(v, closed_free)) for k, v in schema.items()}
     for key in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas"):
         if isinstance(schema.get(key), dict):
-            out[key] = {k: generation_schema(v, recursive) for k, v in schema[key].items()}
+            out[key] = {k: generation_schema(v, closed_free) for k, v in schema[key].items()}
     if schema.get("uniqueItems") is True and not _small_finite_items(schema):
         out["maxItems"] = min(schema.get("maxItems", 1), 1) if isinstance(schema.get("maxItems"), int) else 1
     types = schema.get("type")
@@ -541,6 +542,6 @@ def generation_schema(schema: Any, recursive: bool) -> Any:
         out["patternProperties"] = {} if "propertyNames" in schema else {
             p: v for p, v in out["patternProperties"].items() if not any(re.search(p, n) for n in declared)}
     elif schema.get("additionalProperties", True) in (True, {}):
-        closed = recursive or "propertyNames" in schema or "maxProperties" in schema
+        closed = closed_free or "propertyNames" in schema or "maxProperties" in schema
         out["additionalProperties"] = False if closed else SCALARS
     return out

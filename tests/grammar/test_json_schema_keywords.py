@@ -15,6 +15,7 @@ import jsonschema
 import pytest
 
 from constrained_spec.grammar import GrammarError, Vocabulary, compile_json_schema
+from constrained_spec.grammar.json_schema import schema_to_grammar
 
 class Raw(str):
     """An instance given as its exact text (possibly not JSON at all)."""
@@ -213,16 +214,32 @@ def test_many_properties_compile():
 def test_optional_properties_grow_the_automaton_linearly():
     # An object whose properties are all optional: which one comes first decides where the
     # commas go. Written as one alternative per first property, every property was copied once
-    # per earlier one (8 -> 22,013 DFA states, 16 -> 81,054; a real 12-property schema needed
-    # ~20 GB for its token index). Now each is written twice: doubling them about doubles it.
+    # per earlier one (open objects: 8 -> 22,013 DFA states, 16 -> 81,054; a real 12-property
+    # schema needed ~20 GB for its token index). Now each is written twice: doubling them about
+    # doubles the automaton.
     inner = {"type": "object", "properties": {"x": {"type": "string"}, "y": {"type": "integer"}}}
 
     def states(n):
         schema = {"type": "object", "properties": {f"p{i}": inner for i in range(n)}}
-        return compile_json_schema(schema, BYTES).num_states
+        return compile_json_schema(schema, BYTES, closed_objects=True).num_states
 
     small, large = states(8), states(16)
     assert large < 2.3 * small, (small, large)
     schema = {"type": "object", "properties": {f"p{i}": inner for i in range(16)}}
-    value = {"p3": {"y": 1}, "p9": {}, "p15": {"x": "a", "extra": None}}
+    value = {"p3": {"y": 1}, "p9": {}, "p15": {"x": "a"}}
     assert _walk(compile_json_schema(schema, BYTES), schema, json.dumps(value, separators=(",", ":")))
+
+
+def test_free_form_keys_are_left_out_above_the_open_objects_budget():
+    # Undeclared keys in every object multiply the automaton (schemastore's dependabot schema:
+    # a 340,672-character regex, 92 s and >20 GB to index). Over the budget the compiler closes
+    # free-form objects (narrower, never wider) and says so in Grammar.free_extras.
+    inner = {"type": "object", "properties": {f"q{i}": {"type": "integer"} for i in range(6)}}
+    big = {"type": "object", "properties": {f"p{i}": inner for i in range(16)}}
+    small = {"type": "object", "properties": {"p0": inner}}
+    assert not schema_to_grammar(big).free_extras and schema_to_grammar(small).free_extras
+    extra = '{"p0":{"q1":2},"zz":1}'
+    assert _walk(compile_json_schema(small, BYTES), small, extra)
+    compiled = compile_json_schema(big, BYTES)
+    assert not _walk(compiled, big, extra)
+    assert _walk(compiled, big, '{"p0":{"q1":2},"p15":{}}')

@@ -72,10 +72,10 @@ class Harness:
         """jsonschema on `schema`; completeness is checked inside what the compiler documents it
         generates (generation_schema)."""
         try:
-            recursive = bool(schema_to_grammar(schema).cyclic_names())
+            closed = not schema_to_grammar(schema).free_extras  # recursive, or over the open-objects budget
         except (GrammarError, RecursionError):
             return Oracle(schema)
-        return Oracle(schema, generation_schema(schema, recursive))
+        return Oracle(schema, generation_schema(schema, closed))
 
     def engines(self, schema) -> dict:
         engines = {}

@@ -178,7 +178,7 @@ def _make_generator(args: argparse.Namespace) -> Any:
 
         hf_logging.disable_progress_bar()
     device, dtype = _devices(args)
-    return api.Generator(args.model, draft=args.draft, backend=args.backend, closed_objects=not getattr(args, "open_objects", False), verbose=not args.quiet, runner=args.runner, device=device, dtype=dtype)
+    return api.Generator(args.model, draft=args.draft, backend=args.backend, closed_objects=not args.open_objects, verbose=not args.quiet, runner=args.runner, device=device, dtype=dtype)
 
 
 def _progress_wanted(args: argparse.Namespace) -> bool:

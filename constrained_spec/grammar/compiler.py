@@ -12,7 +12,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .json_ir import Grammar, GrammarTooLarge, RecursiveGrammar
+from .json_ir import Grammar, RecursiveGrammar
 from .json_schema import deep_recursion, json_value_grammar, normalize_schema, schema_to_grammar
 from .protocol import CompiledGrammar, GrammarError
 from .regex_backend import CompiledRegex, regex_escape
@@ -96,8 +96,6 @@ def _from_ir(grammar: Grammar, vocab: Vocabulary) -> CompiledGrammar:
         return CompiledRegex(regex, vocab)
     except RecursiveGrammar:
         pass
-    except GrammarTooLarge as exc:
-        raise GrammarError(str(exc)) from None
     except RecursionError:
         raise GrammarError("the grammar is nested too deeply to compile") from None
     try:
@@ -107,8 +105,6 @@ def _from_ir(grammar: Grammar, vocab: Vocabulary) -> CompiledGrammar:
     try:
         with deep_recursion():
             text = grammar.to_lark()
-    except GrammarTooLarge as exc:
-        raise GrammarError(str(exc)) from None
     except RecursionError:
         raise GrammarError("the grammar is nested too deeply to compile") from None
     return compile_lark(text, vocab)

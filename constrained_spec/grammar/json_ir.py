@@ -12,9 +12,10 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
+from .protocol import GrammarError
 from .regex_backend import regex_escape
 
-__all__ = ["Node", "Lit", "Rx", "Seq", "Alt", "Rep", "Ref", "Grammar", "RecursiveGrammar", "GrammarTooLarge", "seq", "alt", "opt", "MAX_REGEX_CHARS"]
+__all__ = ["Node", "Lit", "Rx", "Seq", "Alt", "Rep", "Ref", "Grammar", "RecursiveGrammar", "GrammarTooLarge", "seq", "alt", "opt", "regex_size", "MAX_REGEX_CHARS"]
 
 # outlines-core builds a DFA at ~3.6 us per regex character here (1M chars: ~4 s). A schema can
 # expand exponentially (each array level writes its item twice: `[item(,item)*]`), so regexes
@@ -107,7 +108,7 @@ class RecursiveGrammar(Exception):
     """The grammar has a cycle of definitions: it needs the context-free (Lark) path."""
 
 
-class GrammarTooLarge(Exception):
+class GrammarTooLarge(GrammarError):
     """A regex (the whole grammar, or one Lark terminal) would exceed MAX_REGEX_CHARS."""
 
 
@@ -119,41 +120,17 @@ class Grammar:
 
     # ---- regex ----
     def to_regex(self) -> str:
-        reachable = _refs(self.root, self.defs)
-        if reachable & self.cyclic_names():
-            raise RecursiveGrammar(sorted(reachable & self.cyclic_names())[0])
+        cycles = _refs(self.root, self.defs) & self.cyclic_names()
+        if cycles:
+            raise RecursiveGrammar(min(cycles))
         self._check_size(self.root)
         return self._regex(self.root, ())
 
     def _check_size(self, node: Node) -> None:
-        size = self._regex_size(node, {})
+        size = regex_size(node, {}, self.defs)
         if size > MAX_REGEX_CHARS:
             raise GrammarTooLarge(f"the schema expands to a regular expression of about {size:.3g} characters "
                                   f"(limit {MAX_REGEX_CHARS:,}): arrays nested too deeply or too many properties")
-
-    def _regex_size(self, node: Node, memo: dict[int, int]) -> int:
-        """Length of `_regex(node)` (up to a few characters), linear in the DAG of nodes. Only
-        called on acyclic parts; a Ref to a definition being sized counts as 0 (never written)."""
-        known = memo.get(id(node))
-        if known is not None:
-            return known
-        memo[id(node)] = 0  # guards a cycle through a Ref
-        if isinstance(node, Lit):
-            size = len(regex_escape(node.text))
-        elif isinstance(node, Rx):
-            size = len(node.pattern) + 4
-        elif isinstance(node, Seq):
-            size = sum(self._regex_size(i, memo) for i in node.items)
-        elif isinstance(node, Alt):
-            size = 4 + sum(self._regex_size(o, memo) + 1 for o in node.options)
-        elif isinstance(node, Rep):
-            size = 12 + self._regex_size(node.item, memo)
-        elif isinstance(node, Ref):
-            size = self._regex_size(self.defs[node.name], memo)
-        else:
-            raise TypeError(f"unknown node {node!r}")
-        memo[id(node)] = size
-        return size
 
     def _regex(self, node: Node, stack: tuple[str, ...]) -> str:
         if isinstance(node, Lit):
@@ -293,6 +270,32 @@ def _lark_regex(regex: str) -> str:
         out.append("\\x22" if ch == '"' else "\\/" if ch == "/" else ch)
         i += 1
     return "/" + "".join(out) + "/"
+
+
+def regex_size(node: Node, memo: dict[int, int], defs: dict[str, Node] | None = None) -> int:
+    """Length of `Grammar._regex(node)` (up to a few characters), linear in the DAG of nodes
+    (`memo` by node identity). A Ref is followed through `defs`, or counts 1 without them; a Ref
+    back to a definition being sized counts 0 (only acyclic parts are ever written out)."""
+    known = memo.get(id(node))
+    if known is not None:
+        return known
+    memo[id(node)] = 0  # guards a cycle through a Ref
+    if isinstance(node, Lit):
+        size = len(regex_escape(node.text))
+    elif isinstance(node, Rx):
+        size = len(node.pattern) + 4
+    elif isinstance(node, Seq):
+        size = sum(regex_size(i, memo, defs) for i in node.items)
+    elif isinstance(node, Alt):
+        size = 4 + sum(regex_size(o, memo, defs) + 1 for o in node.options)
+    elif isinstance(node, Rep):
+        size = 12 + regex_size(node.item, memo, defs)
+    elif isinstance(node, Ref):
+        size = 1 if defs is None else regex_size(defs[node.name], memo, defs)
+    else:
+        raise TypeError(f"unknown node {node!r}")
+    memo[id(node)] = size
+    return size
 
 
 def _quantifier(lo: int, hi: int | None) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .json_ir import EMPTY, Alt, Lit, Node, Rep, Rx, Seq, alt, opt, seq
+from .json_ir import EMPTY, Node, Rep, alt, opt, regex_size, seq
 
 __all__ = ["Slot", "members_body"]
 
@@ -62,19 +62,9 @@ def members_body(slots: list[Slot], comma: Node, nonempty: bool = False) -> Node
     body = alone(groups[0])
     sizes: dict[int, int] = {}
     for group in groups[1:]:
-        if len(group) == 1 and _size(body, sizes) < _size(group[0].node, sizes):
+        if len(group) == 1 and regex_size(body, sizes) < regex_size(group[0].node, sizes):
             # the same language with the smaller side copied: (so far ",")? first | so far
             body = alt(seq(opt(seq(body, comma)), first(group[0])), body)
         else:
             body = alt(seq(body, *(lead(t) for t in group)), alone(group))
     return body if nonempty else opt(body)
-
-
-def _size(node: Node, memo: dict[int, int]) -> int:
-    """Rough regex size of `node` (a reference counts as one unit), to copy the smaller side."""
-    known = memo.get(id(node))
-    if known is None:
-        children = node.items if isinstance(node, Seq) else node.options if isinstance(node, Alt) else (node.item,) if isinstance(node, Rep) else ()
-        known = 1 + sum(_size(c, memo) for c in children) + (len(node.text) if isinstance(node, Lit) else len(node.pattern) if isinstance(node, Rx) else 0)
-        memo[id(node)] = known
-    return known

@@ -19,7 +19,7 @@ import sys
 from typing import Any
 from urllib.parse import unquote
 
-from .json_ir import ANY_JSON as _ANY, EMPTY, Grammar, Lit, Node, RecursiveGrammar, Ref, Rep, Rx, alt, opt, seq
+from .json_ir import ANY_JSON as _ANY, EMPTY, Grammar, Lit, Node, RecursiveGrammar, Ref, Rep, Rx, alt, opt, regex_size, seq
 from .json_merge import ANNOTATIONS, STRUCTURAL, at, canonical, clean, merge, pointer
 from .json_objects import Slot, members_body
 from .json_terminals import (
@@ -96,7 +96,7 @@ class _Translator:
         if self.narrowed:
             logger.info("JSON schema: generation is narrower than validation at %s",
                         "; ".join(f"{k}: {v}" for k, v in self.narrowed.items()))
-        return Grammar(seq(self.ws, root, self.ws) if self.flexible else root, self.defs)
+        return Grammar(seq(self.ws, root, self.ws) if self.flexible else root, self.defs, self.free_extras)
 
     def any_value(self, depth: int | None = None) -> Node:
         """Any JSON value: with depth=None unbounded (a recursive rule: the Lark path), else nested
@@ -861,7 +861,7 @@ def schema_to_grammar(schema: Any, whitespace: str = "compact", strict: bool = F
                 # a recursive schema runs on the Lark path, where the undeclared-key terminals
                 # make the lexer tables explode: close its objects (narrower, never wider)
                 reason = "JSON schema is recursive"
-            elif (size := grammar._regex_size(grammar.root, {})) > OPEN_OBJECTS_BUDGET:
+            elif (size := regex_size(grammar.root, {}, grammar.defs)) > OPEN_OBJECTS_BUDGET:
                 # free-form keys in every object multiply the DFA (dependabot: a 340,672-character
                 # regex, 92 s and >20 GB to index; closed, 10,052 characters and 0.08 s)
                 reason = f"with undeclared keys the regex would be {size:,} characters (budget {OPEN_OBJECTS_BUDGET:,})"
@@ -870,9 +870,7 @@ def schema_to_grammar(schema: Any, whitespace: str = "compact", strict: bool = F
             logger.info("%s: keys that only an absent or `true` additionalProperties admits are not generated", reason)
             translator = _Translator(root, whitespace, strict, closed_objects)
             translator.free_extras = False
-            grammar = translator.grammar(root)
-            grammar.free_extras = False
-            return grammar
+            return translator.grammar(root)
         except _Empty as exc:  # internal (lets anyOf drop a branch); users get a plain GrammarError
             raise GrammarError(f"the JSON schema allows no value: {exc}") from None
         except RecursionError:

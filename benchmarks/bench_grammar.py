@@ -90,9 +90,10 @@ class Ours:
         return compile_json_schema(schema, self.vocab, backend=self.backend)
 
     def path(self, compiled: Any) -> str:
+        from constrained_spec.grammar.lark_engine import LarkGrammar
         from constrained_spec.grammar.regex_backend import CompiledRegex
 
-        return "regex" if isinstance(compiled, CompiledRegex) else "Lark" if self.backend == "default" else self.backend
+        return "regex" if isinstance(compiled, CompiledRegex) else "Lark" if isinstance(compiled, LarkGrammar) else "llguidance"
 
     def walk(self, compiled: Any, ids: list[int]) -> tuple[bool, list[float]]:
         matcher, times = compiled.matcher(), []
@@ -260,7 +261,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--limit", type=int, default=None, help="only the first N schemas of the corpus")
     parser.add_argument("--compile-timeout", type=float, default=30.0, help="seconds before a compile counts as failed")
     parser.add_argument("--stride", type=int, default=1, help="every K-th schema of the corpus")
-    parser.add_argument("--engines", default="ours-default,ours-llguidance,xgrammar,llguidance", help="comma-separated subset")
+    parser.add_argument("--engines", default="ours-default,ours-native,xgrammar,llguidance", help="comma-separated subset")
     parser.add_argument("--save", type=Path, default=None, help="write the rows as JSON")
     parser.add_argument("--table", type=Path, nargs="+", default=None, help="print one table from rows saved by --save")
     parser.add_argument("--failures", action="store_true", help="progress per schema; list every schema an engine did not compile or got wrong")
@@ -291,7 +292,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
         engines = [Ours("default", vocab)]
     else:
         corpus = load_corpus(args.limit, args.stride)
-        makers = {"ours-default": lambda: Ours("default", vocab), "ours-llguidance": lambda: Ours("llguidance", vocab),
+        makers = {"ours-default": lambda: Ours("default", vocab), "ours-native": lambda: Ours("native", vocab),
+                  "ours-llguidance": lambda: Ours("llguidance", vocab),
                   "xgrammar": lambda: XGrammar(tokenizer, vocab), "llguidance": lambda: LLGuidance(tokenizer, vocab)}  # fmt: skip
         engines = []
         for name in args.engines.split(","):

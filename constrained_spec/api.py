@@ -143,11 +143,12 @@ class Generator:
         model object (then pass `tokenizer=`).
     draft: the proposer: "auto" (grammar-forced strings + n-gram + suffix tree), "forced",
         "ngram", "suffix", "none", a draft model folder, or a `Proposer` object.
-    backend: grammar backend, "default" (ours) or "llguidance".
+    backend: grammar backend: "default" (JSON schemas through llguidance where it accepts them,
+        else our compiler; everything else through ours), "native" (ours only) or "llguidance".
     closed_objects: True (the default): a JSON-schema object gets only the keys its schema
         declares, the output LLM callers want (always valid: an absent `additionalProperties`
         allows extra keys, it does not require them). False: the JSON-schema meaning, undeclared
-        keys with scalar values may be generated too (default backend only).
+        keys may be generated too. Not applied with backend "llguidance".
     runner: "auto" (the static-cache runner for Llama-family models, transformers otherwise),
         "static" or "hf" (transformers' forward; the old path).
     device: "auto" (CUDA when present; the default), "cpu", "cuda[:N]" or a torch.device.
@@ -261,7 +262,7 @@ class Generator:
             for i, choice in enumerate(choices):
                 if isinstance(choice, str):
                     check_text(choice, f"choices[{i}]")
-        options = {"closed_objects": self.closed_objects} if "json_schema" in spec and self.backend == "default" else {}
+        options = {"closed_objects": self.closed_objects} if "json_schema" in spec and self.backend != "llguidance" else {}
         compiled = compile_grammar(**spec, vocab=self.vocabulary, backend=self.backend, **options)
         return _Constraint(compiled, parse, hint)
 

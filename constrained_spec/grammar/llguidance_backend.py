@@ -24,10 +24,12 @@ from typing import Any
 import torch
 
 from ..bitmask import bitmask_width
+from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, pointer
+from .json_terminals import FORMATS
 from .protocol import GrammarError
 from .vocabulary import Vocabulary, trim_partial_utf8
 
-__all__ = ["LLGuidanceGrammar", "LLGuidanceMatcher", "compile_llguidance"]
+__all__ = ["LLGuidanceGrammar", "LLGuidanceMatcher", "compile_llguidance", "llguidance_schema"]
 
 _SEPARATORS = {"compact": (",", ":", False), "spaced": (", ", ": ", False), "flexible": (",", ":", True)}
 
@@ -195,6 +197,79 @@ def compile_llguidance(kind: str, spec: Any, vocab: Vocabulary, whitespace: str 
     except (ValueError, TypeError) as exc:
         raise GrammarError(f"llguidance cannot read this {kind}: {exc}") from exc
     return LLGuidanceGrammar(_without_forcing(grammar), vocab)
+
+
+# keywords whose value is one schema, a list of schemas, or a name -> schema map
+_ONE = ("additionalProperties", "items", "additionalItems", "propertyNames", "unevaluatedItems")
+_LIST = ("anyOf", "prefixItems", "items")
+_MAP = ("properties", "patternProperties", "$defs", "definitions")
+# Closing a schema one node at a time is a narrowing only where schemas are neither merged
+# (allOf, $ref or anyOf next to object keywords) nor negated: under `not`, `oneOf` ("not two"),
+# `contains` with maxContains, or a condition, a narrower part makes a wider whole.
+_UNSAFE = {"allOf", "oneOf", "not", "contains", "if", "then", "else", "dependencies", "dependentSchemas",
+           "dependentRequired", "unevaluatedProperties", "$dynamicRef", "$recursiveRef"}
+_OBJECT_KEYWORDS = {"type", "properties", "required", "additionalProperties", "patternProperties",
+                    "propertyNames", "minProperties", "maxProperties", "enum", "const"}
+
+
+# llguidance's own date/time formats admit 2023-02-29 and 23:59:60, which JSON-schema format
+# checkers refuse: these go to llguidance as our exact patterns (json_terminals.FORMATS).
+_OUR_FORMATS = ("date", "time", "date-time")
+
+
+def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str] | None = None) -> Any | None:
+    """`schema` as the default backend hands it to llguidance, or None where it must not (a
+    fractional multipleOf, which llguidance reads as decimal and validators as binary floats:
+    0.3 is not a multiple of 0.1 for jsonschema); date/time formats become our exact patterns (None where the string has its own pattern or
+    length bounds), and with closed_objects every object schema that says nothing of undeclared
+    keys gets `additionalProperties: false` (what closed_objects means for our compiler), None
+    where closing node by node could widen or empty the language (see _UNSAFE; a required key
+    that is not declared). Where it returns a schema, whatever that admits `schema` admits.
+    ignored: filled with keyword -> JSON pointer for keywords that constrain nothing (llguidance
+    ignores them too; our compiler lists them on the log)."""
+    if isinstance(schema, bool):
+        return schema
+    unsafe = False
+    known = VALIDATION | STRUCTURAL | ANNOTATIONS
+
+    def rewrite(node: Any, path: str = "") -> Any:
+        nonlocal unsafe
+        if not isinstance(node, dict):
+            return node
+        if ignored is not None:
+            for key in node.keys() - known:
+                ignored.setdefault(key, pointer(path, key))
+        out = dict(node)
+        if out.get("format") in _OUR_FORMATS:
+            if {"pattern", "minLength", "maxLength"} & set(out):
+                unsafe = True
+            out["pattern"] = f"^(?:{FORMATS[out.pop('format')]})$"
+        step = out.get("multipleOf")
+        if isinstance(step, float) and not step.is_integer():  # llguidance: decimal; validators: binary floats
+            unsafe = True
+        if closed_objects and (_UNSAFE & set(out) or (({"$ref", "anyOf"} & set(out)) and _OBJECT_KEYWORDS & set(out))):
+            unsafe = True
+        for k in _ONE:
+            if isinstance(out.get(k), dict):
+                out[k] = rewrite(out[k], pointer(path, k))
+        for k in (*_LIST, "allOf"):  # allOf for its formats (closing marked it unsafe)
+            if isinstance(out.get(k), list):
+                out[k] = [rewrite(v, pointer(path, k, i)) for i, v in enumerate(out[k])]
+        for k in _MAP:
+            if isinstance(out.get(k), dict):
+                out[k] = {name: rewrite(v, pointer(path, k, name)) for name, v in out[k].items()}
+        # not, oneOf, contains, if/then/else: llguidance refuses them, and a narrower part there
+        # would make a wider whole, so they are left as they are
+        kinds = out.get("type")
+        is_object = "properties" in out or kinds == "object" or (isinstance(kinds, list) and "object" in kinds)
+        if closed_objects and is_object and out.get("additionalProperties", True) is True and "patternProperties" not in out:
+            if not set(out.get("required", [])) <= set(out.get("properties", {})):
+                unsafe = True
+            out["additionalProperties"] = False
+        return out
+
+    rewritten = rewrite(schema)
+    return None if unsafe else rewritten
 
 
 def _without_forcing(grammar: str) -> str:

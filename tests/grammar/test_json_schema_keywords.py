@@ -136,7 +136,7 @@ def _walk(compiled, schema, text: str) -> bool:
 
 @pytest.mark.parametrize("name,schema,valid,invalid", CASES, ids=[c[0] for c in CASES])
 def test_keyword_matches_jsonschema(name, schema, valid, invalid):
-    compiled = compile_json_schema(schema, BYTES, closed_objects=False)  # the JSON-schema meaning
+    compiled = compile_json_schema(schema, BYTES, closed_objects=False, backend="native")  # the JSON-schema meaning
     for instance, expected in [(v, True) for v in valid] + [(v, False) for v in invalid]:
         text = _text(instance)
         assert _valid(schema, text) == expected, f"test case is wrong about {text!r}"
@@ -145,7 +145,7 @@ def test_keyword_matches_jsonschema(name, schema, valid, invalid):
 
 def test_reproducer_on_the_real_tokenizer(smollm2_tokenizer, smollm2_vocab):
     schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {}}, "required": ["b"]}
-    compiled = compile_json_schema(schema, smollm2_vocab, closed_objects=False)
+    compiled = compile_json_schema(schema, smollm2_vocab, closed_objects=False, backend="native")
     eos = smollm2_vocab.eos_token_id
     for text, ok in [('{"a":"x","b":1}', True), ('{"b":1}', True), (Raw('{"a":"x","b":1'), False), (Raw('"b":1}'), False)]:
         ids = smollm2_tokenizer.encode(text, add_special_tokens=False) + [eos]
@@ -182,7 +182,7 @@ def test_closed_objects_option():
 ])
 def test_refusals_name_keyword_and_pointer(schema, keyword, where):
     with pytest.raises(GrammarError, match=f"{keyword}.*{where}|{where}.*{keyword}"):
-        compile_json_schema(schema, BYTES)
+        compile_json_schema(schema, BYTES, backend="native")
 
 
 @pytest.mark.parametrize("depth", [100, 500])
@@ -221,7 +221,7 @@ def test_optional_properties_grow_the_automaton_linearly():
 
     def states(n):
         schema = {"type": "object", "properties": {f"p{i}": inner for i in range(n)}}
-        return compile_json_schema(schema, BYTES, closed_objects=True).num_states
+        return compile_json_schema(schema, BYTES, closed_objects=True, backend="native").num_states
 
     small, large = states(8), states(16)
     assert large < 2.3 * small, (small, large)
@@ -239,7 +239,7 @@ def test_free_form_keys_are_left_out_above_the_open_objects_budget():
     small = {"type": "object", "properties": {"p0": inner}}
     assert not schema_to_grammar(big).free_extras and schema_to_grammar(small).free_extras
     extra = '{"p0":{"q1":2},"zz":1}'
-    assert _walk(compile_json_schema(small, BYTES), small, extra)
-    compiled = compile_json_schema(big, BYTES)
+    assert _walk(compile_json_schema(small, BYTES, backend="native"), small, extra)
+    compiled = compile_json_schema(big, BYTES, backend="native")
     assert not _walk(compiled, big, extra)
     assert _walk(compiled, big, '{"p0":{"q1":2},"p15":{}}')

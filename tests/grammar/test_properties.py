@@ -45,7 +45,7 @@ def vocab() -> Vocabulary:
 
 
 def _grammars(vocab):
-    out = [compile_json_schema(s, vocab) for s in SCHEMAS.values()]
+    out = [compile_json_schema(s, vocab, backend="native") for s in SCHEMAS.values()]
     out += [compile_regex(r, vocab) for r in REGEXES]
     return out
 

@@ -8,7 +8,9 @@ tokenization and with a random split into vocabulary tokens, to each engine:
   - "regex": outlines-core's DFA (what compile() picks for a non-recursive schema),
   - "lark": our Lark engine (what compile() picks for a recursive one; for a non-recursive schema
     it is compiled explicitly from the same grammar IR, so both paths see every schema),
-  - "llguidance": the llguidance adapter.
+  - "llguidance": the llguidance adapter,
+  - "default": the default backend, where it hands llguidance a rewritten schema (else it is
+    one of the above); its closed-objects rewrite is checked to only narrow (test_closed_rewrite_narrows).
 At every token boundary EOS must be allowed exactly where the text so far is a valid instance
 (strict on soundness; for completeness wherever that prefix is in canonical form), and the packed
 mask must agree with validate_tokens. A schema an engine refuses (GrammarError) is counted and
@@ -33,6 +35,7 @@ from hypothesis import strategies as st
 from constrained_spec.grammar import GrammarError, compile_json_schema
 from constrained_spec.grammar.json_schema import schema_to_grammar
 from constrained_spec.grammar.lark_engine import compile_lark
+from constrained_spec.grammar.llguidance_backend import LLGuidanceGrammar, llguidance_schema
 from constrained_spec.grammar.regex_backend import CompiledRegex
 
 from schema_oracle import Oracle, TokenIndex, check_walk, generation_schema, mutations, text_mutations, walk
@@ -80,7 +83,7 @@ class Harness:
     def engines(self, schema) -> dict:
         engines = {}
         try:
-            default = compile_json_schema(schema, self.vocab)
+            default = compile_json_schema(schema, self.vocab, backend="native")
             name = "regex" if isinstance(default, CompiledRegex) else "lark"
             engines[name] = default
             if name == "regex":
@@ -93,6 +96,14 @@ class Harness:
             engines["llguidance"] = compile_json_schema(schema, self.vocab, backend="llguidance")
         except GrammarError:
             self.stats["refused llguidance"] += 1
+        # the default backend is one of the two, except where it hands llguidance a rewritten
+        # schema (date/time formats as our patterns): then it is checked as an engine of its own
+        try:
+            default = compile_json_schema(schema, self.vocab)
+        except GrammarError:
+            default = None
+        if isinstance(default, LLGuidanceGrammar) and ("llguidance" not in engines or default.grammar != engines["llguidance"].grammar):
+            engines["default"] = default
         for name in engines:
             self.stats[f"compiled {name}"] += 1
         return engines
@@ -273,3 +284,30 @@ def test_generated_schemas(harness):
     # the family must exercise the engines, not be refused wholesale
     assert seen["compiled"] >= examples // 3, seen
     assert seen["valid draws"] >= examples // 2, seen
+
+
+def test_closed_rewrite_narrows():
+    """What the default backend hands llguidance under closed_objects=True admits only instances
+    the original schema admits: instances drawn from the rewritten schema, judged by jsonschema
+    on the original."""
+    examples = 200 if FULL else 80
+    seen: Counter = Counter()
+
+    @settings(max_examples=examples, derandomize=True, deadline=None, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(schema=SCHEMAS, data=st.data())
+    def run(schema, data):
+        seen["schemas"] += 1
+        closed = llguidance_schema(schema, closed_objects=True)
+        if closed is None:
+            return
+        seen["rewritten"] += 1
+        original = Oracle(schema)
+        for value in _valid_instances(closed, data, 3):
+            if Oracle(closed).is_valid(value):
+                seen["drawn"] += 1
+                assert original.is_valid(value), f"{json.dumps(value)} fits the closed rewrite of {json.dumps(schema)} but not the schema"
+
+    run()
+    print(f"closed rewrite: {dict(seen)}")
+    assert seen["rewritten"] >= examples // 3 and seen["drawn"] >= examples // 2, seen

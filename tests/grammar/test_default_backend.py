@@ -1,0 +1,122 @@
+"""The default backend for JSON schemas: llguidance where it accepts the schema, our compiler
+otherwise, never a wider language than the schema's (compiler._llguidance_or_native)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from constrained_spec.grammar import GrammarError, Vocabulary, compile_json_schema
+from constrained_spec.grammar.llguidance_backend import LLGuidanceGrammar, llguidance_schema
+from constrained_spec.grammar.regex_backend import CompiledRegex
+
+from test_json_schema_keywords import CASES, _text, _walk
+
+BYTES = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+SUITE = Path(__file__).parent.parent / "data" / "json_schema_test_suite"
+
+
+def test_llguidance_where_it_accepts_native_where_it_refuses():
+    plain = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    assert isinstance(compile_json_schema(plain, BYTES), LLGuidanceGrammar)
+    finite_unique = {"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": True}  # llguidance refuses uniqueItems
+    assert isinstance(compile_json_schema(finite_unique, BYTES), CompiledRegex)
+    # where both refuse, the error is ours: keyword and pointer named
+    with pytest.raises(GrammarError, match="oneOf at /oneOf: branches may overlap"):
+        compile_json_schema({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, BYTES)
+
+
+@pytest.mark.parametrize("schema,options", [
+    ({"type": "integer"}, {"strict": True}),  # our keyword check
+    ({"type": "integer"}, {"whitespace": "flexible"}),  # ours bounds whitespace runs
+    ({"type": "number", "multipleOf": 0.01}, {}),  # llguidance: decimal, validators: binary floats
+    ({"allOf": [{"properties": {"a": {}}}, {"required": ["a"]}]}, {"closed_objects": True}),  # closing a merged schema
+])
+def test_native_where_llguidance_would_read_the_schema_differently(schema, options):
+    assert not isinstance(compile_json_schema(schema, BYTES, **options), LLGuidanceGrammar)
+
+
+def test_date_with_own_pattern_goes_native():
+    # our date pattern cannot join the string's own pattern or length bounds for llguidance
+    with pytest.raises(GrammarError, match="format 'date' together with pattern/minLength/maxLength"):
+        compile_json_schema({"type": "string", "format": "date", "maxLength": 12}, BYTES)
+
+
+def test_dates_are_exact():
+    """llguidance's own date formats admit 2023-02-29 and 23:59:60: ours go in their place."""
+    for fmt, good, bad in [("date", "2024-02-29", "2023-02-29"), ("date-time", "2024-02-29T23:59:59Z", "2023-01-01T23:59:60Z"),
+                           ("time", "23:59:59+01:00", "23:59:60Z")]:
+        schema = {"type": "string", "format": fmt}
+        compiled = compile_json_schema(schema, BYTES)
+        assert isinstance(compiled, LLGuidanceGrammar)
+        assert _walk(compiled, schema, json.dumps(good)) and not _walk(compiled, schema, json.dumps(bad)), fmt
+
+
+def test_closed_objects():
+    schema = {"type": "object", "properties": {"a": {"type": "object"}, "m": {"additionalProperties": {"type": "integer"}}}}
+    compiled = compile_json_schema(schema, BYTES, closed_objects=True)
+    assert isinstance(compiled, LLGuidanceGrammar)
+    assert _walk(compiled, schema, '{"a":{},"m":{"k":1}}')  # a declared map stays a map
+    for extra in ['{"z":1}', '{"a":{"z":1}}']:
+        assert not _walk(compiled, schema, extra) and _walk(compile_json_schema(schema, BYTES), schema, extra)
+
+
+def test_rewrite_declines_where_closing_could_widen():
+    # closing a oneOf branch can make an instance that matched two branches match one
+    assert llguidance_schema({"oneOf": [{"type": "object"}, {"required": ["b"]}]}, closed_objects=True) is None
+    assert llguidance_schema({"not": {"type": "object", "properties": {"a": {}}}}, closed_objects=True) is None
+    assert llguidance_schema({"properties": {"a": {}}, "required": ["b"]}, closed_objects=True) is None  # would allow nothing
+    # without closing, only the formats are rewritten; enum/const/default data is never touched
+    data = {"const": {"format": "date"}, "default": {"type": "object"}}
+    assert llguidance_schema(data, closed_objects=True) == data
+
+
+@pytest.mark.parametrize("name,schema,valid,invalid", CASES, ids=[c[0] for c in CASES])
+def test_keyword_cases_sound(name, schema, valid, invalid):
+    """Every keyword case, default backend: no invalid instance accepted (valid ones may be
+    refused where llguidance is narrower: undeclared keys only after the declared ones)."""
+    try:
+        compiled = compile_json_schema(schema, BYTES, closed_objects=False)
+    except GrammarError:
+        return
+    for instance in invalid:
+        assert not _walk(compiled, schema, _text(instance)), f"{name}: accepts {_text(instance)!r}"
+    for instance in valid:  # EOS is allowed only after valid prefixes (_walk asserts it)
+        _walk(compiled, schema, _text(instance))
+
+
+def test_suite_sound():
+    """The whole vendored JSON-Schema-Test-Suite through the default backend: no invalid instance
+    accepted, and at least as many valid ones as our compiler alone accepts."""
+    invalid_accepted, accepted, native_accepted = [], 0, 0
+    for path in sorted(SUITE.glob("*.json")):
+        for case in json.loads(path.read_text()):
+            compiled = native = None
+            try:
+                compiled = compile_json_schema(case["schema"], BYTES, closed_objects=False)
+                native = compile_json_schema(case["schema"], BYTES, closed_objects=False, backend="native")
+            except GrammarError:
+                pass
+            for test in case["tests"]:
+                text = json.dumps(test["data"], separators=(",", ":"), ensure_ascii=False)
+                ok = compiled is not None and _accepts(compiled, text)
+                if ok and not test["valid"]:
+                    invalid_accepted.append((path.name, case["description"], test["description"]))
+                accepted += ok and test["valid"]
+                native_accepted += native is not None and test["valid"] and _accepts(native, text)
+    assert invalid_accepted == []
+    assert accepted >= native_accepted, (accepted, native_accepted)
+
+
+def _accepts(compiled, text: str) -> bool:
+    ids = list(text.encode()) + [256]
+    return compiled.matcher().validate_tokens(ids) == len(ids)
+
+
+def test_ignored_keywords_are_logged(caplog):
+    with caplog.at_level(logging.INFO, logger="constrained_spec.grammar.json_schema"):
+        compiled = compile_json_schema({"type": "object", "properties": {"a": {"type": "integer", "x-vendor": 1}}}, BYTES)
+    assert isinstance(compiled, LLGuidanceGrammar) and "x-vendor (at /properties/a/x-vendor)" in caplog.text

@@ -15,12 +15,15 @@ from dataclasses import dataclass
 from .protocol import GrammarError
 from .regex_backend import regex_escape
 
-__all__ = ["Node", "Lit", "Rx", "Seq", "Alt", "Rep", "Ref", "Grammar", "RecursiveGrammar", "GrammarTooLarge", "seq", "alt", "opt", "regex_size", "MAX_REGEX_CHARS"]
+__all__ = ["Node", "Lit", "Rx", "Seq", "Alt", "Rep", "Ref", "Grammar", "RecursiveGrammar", "GrammarTooLarge", "seq", "alt", "opt", "regex_size", "MAX_REGEX_CHARS", "MAX_LARK_ALTERNATIVES"]
 
 # outlines-core builds a DFA at ~3.6 us per regex character here (1M chars: ~4 s). A schema can
 # expand exponentially (each array level writes its item twice: `[item(,item)*]`), so regexes
 # beyond this are refused before they are written.
 MAX_REGEX_CHARS = 1_000_000
+# Lark rewrites `?` and `( | )` inside one rule into that rule's alternatives, multiplying them
+# along a sequence: past this many, its grammar loader runs for minutes and gigabytes.
+MAX_LARK_ALTERNATIVES = 20_000
 
 
 class Node:
@@ -171,7 +174,37 @@ class Grammar:
         rules = {"start": self._lark(self.root, cyclic)}
         for name in sorted(cyclic):
             rules[_rule_name(name)] = self._lark(self.defs[name], cyclic)
+        for name, node in [("start", self.root)] + [(n, self.defs[n]) for n in sorted(cyclic)]:
+            count = self._lark_alternatives(node, cyclic)
+            if count > MAX_LARK_ALTERNATIVES:
+                raise GrammarTooLarge(f"the grammar's rule {name!r} would expand to more than {MAX_LARK_ALTERNATIVES:,} "
+                                      "alternatives in Lark: too many optional members around recursive values")
         return "\n".join(f"{name}: {body}" for name, body in rules.items()) + "\n"
+
+    def _lark_alternatives(self, node: Node, cyclic: set[str]) -> int:
+        """How many alternatives Lark makes of the text `_lark(node)` writes (inside its rule;
+        a starred item becomes a rule of its own, checked here too)."""
+        if not self._has_cycle_ref(node, cyclic) and not self.nullable(node):
+            head = _separator_head(node)
+            return 1 if head is None else self._lark_alternatives(seq(*head.items[1:]), cyclic)
+        if isinstance(node, Ref):
+            return 1 if node.name in cyclic else self._lark_alternatives(self.defs[node.name], cyclic)
+        if isinstance(node, Seq):
+            count = 1
+            for item in node.items:
+                count = min(count * self._lark_alternatives(item, cyclic), MAX_LARK_ALTERNATIVES + 1)
+            return count
+        if isinstance(node, Alt):
+            options = [o for o in node.options if o != EMPTY]
+            return min(sum(self._lark_alternatives(o, cyclic) for o in options) + (len(options) < len(node.options)), MAX_LARK_ALTERNATIVES + 1)
+        if isinstance(node, Rep):
+            item = self._lark_alternatives(node.item, cyclic)
+            if node.max is None:
+                if item > MAX_LARK_ALTERNATIVES:
+                    return item
+                return min(item ** node.min * 2, MAX_LARK_ALTERNATIVES + 1)
+            return min(item ** node.min * sum(item**k for k in range(node.max - node.min + 1)), MAX_LARK_ALTERNATIVES + 1)
+        return 1  # EMPTY
 
     def _has_cycle_ref(self, node: Node, cyclic: set[str], seen: frozenset[str] = frozenset()) -> bool:
         if isinstance(node, Ref):

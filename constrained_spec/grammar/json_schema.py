@@ -308,22 +308,52 @@ class _Translator:
         return schema
 
     def disjoint(self, options: list[Any]) -> bool:
-        """Conservative: no instance can match two of these schemas."""
+        """Conservative: no instance can match two of these schemas (checked pair by pair)."""
         resolved = [self.deref(o) for o in options]
         if not all(isinstance(o, dict) for o in resolved):
             return False
-        kinds = [_possible_types(o) for o in resolved]
-        if all(k is not None for k in kinds) and all(not (a & b) for i, a in enumerate(kinds) for b in kinds[i + 1 :]):
+        return all(self.apart(a, b) for i, a in enumerate(resolved) for b in resolved[i + 1 :])
+
+    def apart(self, a: dict, b: dict) -> bool:
+        """Conservative: no instance matches both `a` and `b`."""
+        ka, kb = self.kinds(a), self.kinds(b)
+        if ka is not None and kb is not None and not ka & kb:
             return True
-        # discriminated objects: one required property whose const/enum values never overlap
-        if not all(_types_subset(o, {"object"}) for o in resolved):
+        for finite, other in ((a, b), (b, a)):  # an enum none of whose values the other admits
+            values = _enum_values(finite)
+            if values is not None and not any(self.validates(v, other) for v in values):
+                return True
+        # discriminated objects (where one side admits only objects, the other's required and
+        # properties then apply too): one required property whose const/enum values never overlap
+        if not any(k is not None and k <= {"object"} for k in (ka, kb)):
             return False
-        common = set.intersection(*(set(o.get("required", [])) for o in resolved))
-        for name in common:
-            values = [_const_keys(self.deref(o.get("properties", {}).get(name))) for o in resolved]
-            if all(v is not None for v in values) and all(not (a & b) for i, a in enumerate(values) for b in values[i + 1 :]):
+        for name in set(a.get("required", [])) & set(b.get("required", [])):
+            va, vb = (_const_keys(self.deref(o.get("properties", {}).get(name))) for o in (a, b))
+            if va is not None and vb is not None and not va & vb:
                 return True
         return False
+
+    def kinds(self, schema: Any, depth: int = 0) -> set[str] | None:
+        """The JSON types (integer counted as number) an instance of `schema` can have; None: any."""
+        schema = self.deref(schema)
+        if schema is False:
+            return set()
+        if not isinstance(schema, dict) or depth > 16:
+            return None
+        found = _possible_types(schema)
+        for key in ("anyOf", "oneOf", "allOf"):
+            parts = schema.get(key)
+            if not isinstance(parts, list) or not parts:
+                continue
+            sets = [self.kinds(p, depth + 1) for p in parts]
+            if key == "allOf":
+                known = [k for k in sets if k is not None]
+                joined = set.intersection(*known) if known else None
+            else:
+                joined = None if any(k is None for k in sets) else set().union(*sets)
+            if joined is not None:
+                found = joined if found is None else found & joined
+        return found
 
     def negate(self, s: dict, path: str) -> dict:
         s = dict(s)
@@ -782,10 +812,6 @@ def _types_of(value: Any) -> list[str]:
     if value is None:
         return list(_TYPES)
     return [value] if isinstance(value, str) else list(value)
-
-
-def _types_subset(s: dict, kinds: set[str]) -> bool:
-    return "type" in s and set(_types_of(s["type"])) <= kinds
 
 
 def _possible_types(s: dict) -> set[str] | None:

@@ -1,8 +1,9 @@
-"""Optional backend: llguidance (Rust; Lark, regex and the broadest JSON-schema coverage).
+"""llguidance (Rust; Lark, regex and JSON schemas compiled in milliseconds) behind our protocol.
 
 Wraps `llguidance.LLMatcher` in our `GrammarMatcher` protocol. llguidance keeps errors as sticky
 state; we check before acting so misuse raises GrammarError and never poisons the matcher.
-Imported only when `backend="llguidance"` is asked for.
+Used for everything with `backend="llguidance"`, and by the default backend for JSON schemas it
+accepts, handed over by `llguidance_schema` (exact date formats, closed objects). Imported lazily.
 
 Where the grammar forces text (a required key, a const), llguidance by default lets the mask
 allow only one tokenization of it, its tokenizer's. With a tokenizer built from bytes that is a
@@ -179,7 +180,7 @@ def compile_llguidance(kind: str, spec: Any, vocab: Vocabulary, whitespace: str 
     try:
         import llguidance
     except ImportError as exc:
-        raise GrammarError("backend 'llguidance' needs `pip install llguidance` (extra: constrained_spec[llguidance])") from exc
+        raise GrammarError("the llguidance backend needs `pip install llguidance` (a dependency of constrained_spec)") from exc
     try:
         if kind == "regex":
             grammar = llguidance.LLMatcher.grammar_from_regex(spec)

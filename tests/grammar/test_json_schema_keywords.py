@@ -76,6 +76,17 @@ CASES = [
                             "$ref": "#/$defs/base", "properties": {"id": {"maximum": 10}}},
      [{"id": 1}], [{"id": 11}, {}]),
     ("oneOf-disjoint-enums", {"oneOf": [{"enum": [1, 2]}, {"enum": [2, 3]}]}, [1, 3], [2, 4]),
+    # oneOf branches told apart pair by pair: types seen through anyOf, an enum the other
+    # branch refuses, a discriminator where one side admits only objects
+    ("oneOf-types-through-anyOf", {"oneOf": [{"anyOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "^b"}]},
+                                             {"type": "object", "properties": {"id": {"type": "string"}}}]},
+     ["ab", "b", {"id": "x"}, {}], ["c", 1, {"id": 1}]),
+    ("oneOf-enum-outside-pattern", {"oneOf": [{"enum": ["zen", "none"]}, {"type": "string", "pattern": "\\.json$"}]},
+     ["zen", "a.json"], ["x", "zen.json.x", 1]),
+    ("oneOf-discriminator-untyped-branch", {"oneOf": [
+        {"type": "object", "properties": {"on": {"const": True}, "n": {"type": "integer"}}, "required": ["on", "n"]},
+        {"properties": {"on": {"const": False}}, "required": ["on"]}]},
+     [{"on": True, "n": 1}, {"on": False}, "s", 1], [{"on": True}, {}, {"n": 1}]),
     ("oneOf-discriminated", {"oneOf": [
         {"type": "object", "properties": {"k": {"const": "a"}, "x": {"type": "integer"}}, "required": ["k"], "additionalProperties": False},
         {"type": "object", "properties": {"k": {"const": "b"}, "y": {"type": "string"}}, "required": ["k"], "additionalProperties": False}]},
@@ -243,3 +254,15 @@ def test_free_form_keys_are_left_out_above_the_open_objects_budget():
     compiled = compile_json_schema(big, BYTES, backend="native")
     assert not _walk(compiled, big, extra)
     assert _walk(compiled, big, '{"p0":{"q1":2},"p15":{}}')
+
+
+def test_lark_expansion_refused_by_name():
+    """Optional members around a recursive value: Lark would expand the rule into 2^n
+    alternatives (minutes, gigabytes); our compiler refuses it at once instead."""
+    from constrained_spec.grammar.json_ir import GrammarTooLarge
+
+    small = {"type": "object", "properties": {f"p{i}": {"$ref": "#"} for i in range(4)}}
+    big = {"type": "object", "properties": {f"p{i}": {"$ref": "#"} for i in range(40)}}
+    assert _walk(compile_json_schema(small, BYTES, backend="native"), small, '{"p1":{"p0":{}}}')
+    with pytest.raises(GrammarTooLarge, match="more than 20,000 alternatives"):
+        compile_json_schema(big, BYTES, backend="native")

@@ -142,6 +142,11 @@ def _merge_two(a: dict, b: dict, path: str) -> dict:
     if ("prefixItems" in b or "items" in b) and ("prefixItems" in a or "items" in a):
         _merge_array_items(out, b)
         b = {k: v for k, v in b.items() if k not in ("prefixItems", "items")}
+    if "if" in b and "if" in out and canonical_or_none(b["if"]) != canonical_or_none(out["if"]):
+        # a second condition: (if and then) or (not if and else), distributed by the translator
+        cond, then, other = b["if"], b.get("then", True), b.get("else", True)
+        out.setdefault("allOf", []).append({"anyOf": [{"allOf": [cond, then]}, {"allOf": [{"not": cond}, other]}]})
+        b = {k: v for k, v in b.items() if k not in ("if", "then", "else")}
     for key, value in b.items():
         if key not in out:
             out[key] = value

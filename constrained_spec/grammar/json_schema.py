@@ -363,9 +363,15 @@ class _Translator:
         if neg is True or (isinstance(neg, dict) and not clean(neg, where, self.unknown)):
             raise _Empty(f"not at {where} negates a schema every value matches: no value can match")
         neg = clean(self.deref(neg), where, self.unknown) if isinstance(neg, dict) else neg
-        parts = neg["anyOf"] if set(neg) == {"anyOf"} else [neg]  # not (A or B) = not A and not B
-        for part in parts:
+        parts, todo = [], [neg]  # not (A or B) = not A and not B, through nested anyOf
+        while todo:
+            part = todo.pop(0)
             part = clean(self.deref(part), where, self.unknown) if isinstance(part, dict) else part
+            if isinstance(part, dict) and set(part) == {"anyOf"} and isinstance(part["anyOf"], list):
+                todo = list(part["anyOf"]) + todo
+            else:
+                parts.append(part)
+        for part in parts:
             if not isinstance(part, dict):
                 raise GrammarError(f"not at {where} is not expressible")
             if set(part) == {"type"}:
@@ -381,10 +387,22 @@ class _Translator:
             elif set(part) == {"required"} and isinstance(part["required"], list) and len(part["required"]) == 1:
                 name = part["required"][0]
                 s["properties"] = {**s.get("properties", {}), name: False}  # the key must be absent
+            elif (set(part) == {"properties"} and isinstance(part["properties"], dict) and len(part["properties"]) == 1
+                  and set(_types_of(s.get("type"))) == {"object"}):
+                # an object fails {properties: {k: P}} iff it has k and its value fails P
+                (name, sub), = part["properties"].items()
+                if sub is True:
+                    raise _Empty(f"not at {where} negates a schema every object matches: no object can match")
+                props = s.get("properties", {})
+                if name not in props and s.get("patternProperties"):
+                    raise GrammarError(f"not at {where} of a property that patternProperties may also describe is not expressible")
+                own = props[name] if name in props else s.get("additionalProperties", True)
+                s["required"] = list(dict.fromkeys([*s.get("required", []), name]))
+                s["properties"] = {**props, name: {"allOf": [own, {"not": sub}]}}
             else:
                 raise GrammarError(
                     f"not at {where} is not expressible exactly (supported: not of a type, of a const/enum "
-                    "next to an enum, of one required key)"
+                    "next to an enum, of one required key, of one property's schema in an object)"
                 )
         return s
 

@@ -83,6 +83,14 @@ CASES = [
      ["ab", "b", {"id": "x"}, {}], ["c", 1, {"id": 1}]),
     ("oneOf-enum-outside-pattern", {"oneOf": [{"enum": ["zen", "none"]}, {"type": "string", "pattern": "\\.json$"}]},
      ["zen", "a.json"], ["x", "zen.json.x", 1]),
+    # two conditions in one allOf, each (if and then) or (not if and else); `not` of one
+    # property's schema in an object: the key is present and its value fails the schema
+    ("two-ifs-in-allOf", {"type": "object", "required": ["T"], "properties": {"T": {"enum": ["A", "B", "C"]}, "x": {}, "y": {}},
+                          "allOf": [{"if": {"properties": {"T": {"const": "A"}}}, "then": {"required": ["x"]}},
+                                    {"if": {"properties": {"T": {"const": "C"}}}, "then": {"required": ["y"]}}]},
+     [{"T": "A", "x": 1}, {"T": "B"}, {"T": "C", "y": 1}, {"T": "A", "x": 1, "y": 2}], [{"T": "A"}, {"T": "C"}, {"T": "C", "x": 1}, {"T": "D"}]),
+    ("not-property-schema", {"type": "object", "properties": {"k": {"enum": ["a", "b"]}}, "not": {"properties": {"k": {"const": "a"}}}},
+     [{"k": "b"}], [{"k": "a"}, {}]),
     ("oneOf-discriminator-untyped-branch", {"oneOf": [
         {"type": "object", "properties": {"on": {"const": True}, "n": {"type": "integer"}}, "required": ["on", "n"]},
         {"properties": {"on": {"const": False}}, "required": ["on"]}]},

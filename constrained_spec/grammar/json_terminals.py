@@ -7,6 +7,7 @@ grammar built from them accepts a subset of the valid instances and never an inv
 from __future__ import annotations
 
 import re
+from typing import Any
 
 __all__ = [
     "INTEGER", "NUMBER", "STRING_CHAR", "KEY_CHAR", "FORMATS", "int_range", "number_range", "pattern_to_json_regex",
@@ -192,6 +193,17 @@ def pattern_to_json_regex(pattern: str, min_length: int = 0, max_length: int | N
     except re.error as exc:
         raise ValueError(f"invalid pattern {pattern!r}: {exc}") from exc
     items = list(tree)
+    branches = [i for i, (op, _) in enumerate(items) if op == sre.BRANCH]
+    if (min_length, max_length) == (0, None) and len(branches) == 1 and all(op == sre.AT for op, _ in items[: branches[0]] + items[branches[0] + 1 :]):
+        # a|b|c as a whole, each branch with its own anchors (`^\d{4}$|^neutral$`, which the
+        # parser writes as ^ then the branches)
+        k = branches[0]
+        return "(?:" + "|".join(_search_regex(items[:k] + list(b) + items[k + 1 :], sre) for b in items[k][1][1]) + ")"
+    return _search_regex(items, sre, min_length, max_length)
+
+
+def _search_regex(items: list, sre: Any, min_length: int = 0, max_length: int | None = None) -> str:
+    """Regex over the JSON string body for parsed pattern `items` (search semantics)."""
     anchored_start = bool(items) and items[0][0] == sre.AT and items[0][1] == sre.AT_BEGINNING
     anchored_end = bool(items) and items[-1][0] == sre.AT and items[-1][1] in (sre.AT_END, sre.AT_END_STRING)
     body = items[int(anchored_start) : len(items) - int(anchored_end)]
@@ -235,7 +247,7 @@ def _char_piece(op, av, sre) -> tuple[str, int, int | None]:
         return char, lo, None if hi == sre.MAXREPEAT else hi
     if op == sre.SUBPATTERN and len(av[-1]) == 1:
         return _char_piece(*av[-1][0], sre)
-    if op in (sre.LITERAL, sre.ANY, sre.IN, sre.CATEGORY):
+    if op in (sre.LITERAL, sre.NOT_LITERAL, sre.ANY, sre.IN, sre.CATEGORY):
         return _render(op, av, sre), 1, 1
     raise ValueError(f"{str(op).lower()} in a pattern together with minLength/maxLength")
 
@@ -260,16 +272,25 @@ _CATEGORIES = {
 }
 
 
-def _class_member(op, av, sre) -> str:
+def _class_member(op, av, sre, drop_special: bool = False) -> str:
+    """One member of a character class, in the class syntax. drop_special (a negated class, which
+    leaves quotes, backslashes and controls out anyway): those are dropped, not refused."""
     if op == sre.LITERAL:
         ch = chr(av)
         if ch in '"\\' or av < 0x20:
-            raise ValueError("a character class containing a quote, backslash or control character")
+            if drop_special:
+                return ""
+            raise ValueError("a character range or class mixing a quote, backslash or control character")
         return "\\" + ch if ch in "]\\^-[&~" else ch
     if op == sre.RANGE:
         lo, hi = av
+        if drop_special:  # the range without controls, quote and backslash, in pieces
+            cuts = [(max(lo, 0x20), min(hi, 0x21)), (max(lo, 0x23), min(hi, 0x5B)), (max(lo, 0x5D), hi)]
+            return "".join(_class_member(op, (a, b), sre) for a, b in cuts if a <= b)
         if lo <= 0x22 <= hi or lo <= 0x5C <= hi or lo < 0x20:
             raise ValueError("a character range spanning a quote, backslash or control character")
+        if lo == hi:
+            return _class_member(sre.LITERAL, lo, sre)
         return f"{_class_member(sre.LITERAL, lo, sre)}-{_class_member(sre.LITERAL, hi, sre)}"
     if op == sre.CATEGORY and str(av) in _CATEGORIES:
         return _CATEGORIES[str(av)]
@@ -281,12 +302,17 @@ def _render(op, av, sre) -> str:
         return _char_literal(av)
     if op == sre.ANY:
         return f"(?:{_PLAIN})"
+    if op == sre.NOT_LITERAL:
+        return _render(sre.IN, [(sre.NEGATE, None), (sre.LITERAL, av)], sre)
     if op == sre.IN:
         negate = bool(av) and av[0][0] == sre.NEGATE
         members = av[1:] if negate else av
-        if negate:
-            return "[^" + "".join(_class_member(o, a, sre) for o, a in members) + '"\\\\\\x00-\\x1F]'
-        return "[" + "".join(_class_member(o, a, sre) for o, a in members) + "]"
+        if negate:  # quotes, backslashes and controls are left out anyway (as for `.`)
+            return "[^" + "".join(_class_member(o, a, sre, drop_special=True) for o, a in members) + '"\\\\\\x00-\\x1F]'
+        special = [a for o, a in members if o == sre.LITERAL and (chr(a) in '"\\' or a < 0x20)]
+        plain = "".join(_class_member(o, a, sre) for o, a in members if not (o == sre.LITERAL and a in special))
+        options = ([f"[{plain}]"] if plain else []) + [_char_literal(a) for a in special]  # as JSON escapes
+        return options[0] if len(options) == 1 else "(?:" + "|".join(options) + ")"
     if op == sre.SUBPATTERN:
         return "(?:" + "".join(_render(o, a, sre) for o, a in av[-1]) + ")"
     if op == sre.BRANCH:

@@ -219,21 +219,21 @@ _OUR_FORMATS = ("date", "time", "date-time")
 
 
 def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str] | None = None) -> Any | None:
-    """`schema` as the default backend hands it to llguidance, or None where it must not (a
-    fractional multipleOf, which llguidance reads as decimal and validators as binary floats:
-    0.3 is not a multiple of 0.1 for jsonschema); date/time formats become our exact patterns (None where the string has its own pattern or
-    length bounds), and with closed_objects every object schema that says nothing of undeclared
-    keys gets `additionalProperties: false` (what closed_objects means for our compiler), None
-    where closing node by node could widen or empty the language (see _UNSAFE; a required key
-    that is not declared). Where it returns a schema, whatever that admits `schema` admits.
-    ignored: filled with keyword -> JSON pointer for keywords that constrain nothing (llguidance
-    ignores them too; our compiler lists them on the log)."""
+    """`schema` as the default backend hands it to llguidance, or None where our compiler must
+    take it. Changed: date/time formats become our exact patterns; with closed_objects, every
+    object schema that says nothing of undeclared keys gets `additionalProperties: false` (what
+    closed_objects means for our compiler). None: such a format next to its own pattern or length
+    bounds, or under oneOf/not/contains/a condition; closing where one node at a time could widen
+    or empty the language (_UNSAFE, a required key that is not declared); a fractional multipleOf
+    (llguidance reads decimals, validators binary floats: 0.3 is no multiple of 0.1 for
+    jsonschema). Whatever a returned schema admits, `schema` admits. ignored: filled with
+    keyword -> JSON pointer for keywords that constrain nothing (llguidance ignores them too)."""
     if isinstance(schema, bool):
         return schema
     unsafe = False
     known = VALIDATION | STRUCTURAL | ANNOTATIONS
 
-    def rewrite(node: Any, path: str = "") -> Any:
+    def rewrite(node: Any, path: str, negated: bool) -> Any:
         nonlocal unsafe
         if not isinstance(node, dict):
             return node
@@ -242,25 +242,29 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
                 ignored.setdefault(key, pointer(path, key))
         out = dict(node)
         if out.get("format") in _OUR_FORMATS:
-            if {"pattern", "minLength", "maxLength"} & set(out):
+            if negated or {"pattern", "minLength", "maxLength"} & set(out):
                 unsafe = True
             out["pattern"] = f"^(?:{FORMATS[out.pop('format')]})$"
         step = out.get("multipleOf")
-        if isinstance(step, float) and not step.is_integer():  # llguidance: decimal; validators: binary floats
+        if isinstance(step, float) and not step.is_integer():
             unsafe = True
         if closed_objects and (_UNSAFE & set(out) or (({"$ref", "anyOf"} & set(out)) and _OBJECT_KEYWORDS & set(out))):
             unsafe = True
         for k in _ONE:
             if isinstance(out.get(k), dict):
-                out[k] = rewrite(out[k], pointer(path, k))
+                out[k] = rewrite(out[k], pointer(path, k), negated)
         for k in (*_LIST, "allOf"):  # allOf for its formats (closing marked it unsafe)
             if isinstance(out.get(k), list):
-                out[k] = [rewrite(v, pointer(path, k, i)) for i, v in enumerate(out[k])]
+                out[k] = [rewrite(v, pointer(path, k, i), negated) for i, v in enumerate(out[k])]
         for k in _MAP:
             if isinstance(out.get(k), dict):
-                out[k] = {name: rewrite(v, pointer(path, k, name)) for name, v in out[k].items()}
-        # not, oneOf, contains, if/then/else: llguidance refuses them, and a narrower part there
-        # would make a wider whole, so they are left as they are
+                out[k] = {name: rewrite(v, pointer(path, k, name), negated) for name, v in out[k].items()}
+        # walked for their formats and keywords only: a narrower part there makes a wider whole
+        if isinstance(out.get("oneOf"), list):
+            out["oneOf"] = [rewrite(v, pointer(path, "oneOf", i), True) for i, v in enumerate(out["oneOf"])]
+        for k in ("not", "contains", "if", "then", "else"):
+            if isinstance(out.get(k), dict):
+                out[k] = rewrite(out[k], pointer(path, k), True)
         kinds = out.get("type")
         is_object = "properties" in out or kinds == "object" or (isinstance(kinds, list) and "object" in kinds)
         if closed_objects and is_object and out.get("additionalProperties", True) is True and "patternProperties" not in out:
@@ -269,7 +273,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
             out["additionalProperties"] = False
         return out
 
-    rewritten = rewrite(schema)
+    rewritten = rewrite(schema, "", False)
     return None if unsafe else rewritten
 
 

@@ -69,6 +69,8 @@ def test_rewrite_declines_where_closing_could_widen():
     assert llguidance_schema({"oneOf": [{"type": "object"}, {"required": ["b"]}]}, closed_objects=True) is None
     assert llguidance_schema({"not": {"type": "object", "properties": {"a": {}}}}, closed_objects=True) is None
     assert llguidance_schema({"properties": {"a": {}}, "required": ["b"]}, closed_objects=True) is None  # would allow nothing
+    # our date pattern under oneOf/not: exact or not, a changed part of a negation is left to ours
+    assert llguidance_schema({"oneOf": [{"format": "date"}, {"type": "integer"}]}, closed_objects=False) is None
     # without closing, only the formats are rewritten; enum/const/default data is never touched
     data = {"const": {"format": "date"}, "default": {"type": "object"}}
     assert llguidance_schema(data, closed_objects=True) == data

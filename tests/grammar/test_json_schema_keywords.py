@@ -83,6 +83,14 @@ CASES = [
      ["ab", "b", {"id": "x"}, {}], ["c", 1, {"id": 1}]),
     ("oneOf-enum-outside-pattern", {"oneOf": [{"enum": ["zen", "none"]}, {"type": "string", "pattern": "\\.json$"}]},
      ["zen", "a.json"], ["x", "zen.json.x", 1]),
+    # patterns: a negated character, anchored branches, negated classes naming quotes or
+    # controls (left out anyway, as `.` leaves them out), a class with a quote (written \")
+    ("pattern-negated-literal", {"type": "string", "pattern": "^[^=]+=[^=]+$"}, ["a=b", "xy=z"], ["a=b=c", "=b", "ab"]),
+    ("pattern-anchored-branches", {"type": "string", "pattern": "^(\\d{4})$|^([a-z]{2}(-[A-Z]{2})?)$|^neutral$"},
+     ["2024", "en", "en-US", "neutral"], ["xneutral", "en-", "12345", "neutral!"]),
+    ("pattern-negated-class-with-specials", {"type": "string", "pattern": "^[^\\s\"\\\\:\\x01-\\x1f]{1,4}$"},
+     ["ab", "a.b"], ["a b", "a:b", "abcde", ""]),
+    ("pattern-class-with-quote", {"type": "string", "pattern": "^[\"a]+$"}, ["a", '"a"'], ["b", ""]),
     # two conditions in one allOf, each (if and then) or (not if and else); `not` of one
     # property's schema in an object: the key is present and its value fails the schema
     ("two-ifs-in-allOf", {"type": "object", "required": ["T"], "properties": {"T": {"enum": ["A", "B", "C"]}, "x": {}, "y": {}},

@@ -266,8 +266,9 @@ class _Translator:
         where = pointer(path, key)
         if not isinstance(options, list) or not options:
             raise GrammarError(f"{key} at {where} must be a non-empty array")
+        negated = False
         if key == "oneOf" and len(options) > 1:
-            options = self.exclusive(options, where)
+            options, negated = self.exclusive(options, where)
         nodes, empty = [], None
         for i, option in enumerate(options):
             if option is False:
@@ -277,15 +278,23 @@ class _Translator:
                 nodes.append(self.node(branch, pointer(where, i)))
             except _Empty as exc:
                 empty = exc
+            except GrammarError as exc:
+                if not negated:
+                    raise
+                raise GrammarError(f"oneOf at {where}: branches may overlap, so 'exactly one' is not expressible "
+                                   f"({exc}); use anyOf, distinct types, or a const/enum discriminator property") from None
         if not nodes:
             raise empty or _Empty(f"every branch of {key} at {where} is `false`: no value can match it")
         return alt(*nodes)
 
-    def exclusive(self, options: list[Any], where: str) -> list[Any]:
-        """oneOf as anyOf: exact when no instance can match two branches."""
+    def exclusive(self, options: list[Any], where: str) -> tuple[list[Any], bool]:
+        """oneOf as anyOf of disjoint branches, and whether they carry negations (whose refusal
+        then means the branches may overlap). Disjoint branches stay as they are; finite ones keep
+        the values in exactly one; otherwise branch i becomes B_i and not B_j for every j != i,
+        exact wherever those negations are expressible."""
         live = [o for o in options if o is not False]
         if len(live) <= 1 or self.disjoint(live):
-            return live
+            return live, False
         values = [_enum_values(self.deref(o)) for o in live]
         if all(v is not None for v in values):  # finite branches: keep values in exactly one
             counts: dict[str, int] = {}
@@ -293,11 +302,10 @@ class _Translator:
                 for key in {canonical(v) for v in vs}:
                     counts[key] = counts.get(key, 0) + 1
             once = [v for vs in values for v in vs if counts[canonical(v)] == 1]
-            return [{"enum": once}] if once else [False]
-        raise GrammarError(
-            f"oneOf at {where}: branches may overlap, so 'exactly one' is not expressible; "
-            "use anyOf, distinct types, or a const/enum discriminator property"
-        )
+            return ([{"enum": once}] if once else [False]), False
+        if any(o is True for o in live):
+            raise GrammarError(f"oneOf at {where}: a `true` branch overlaps every other; not expressible")
+        return [{"allOf": [o, *({"not": p} for j, p in enumerate(live) if j != i)]} for i, o in enumerate(live)], True
 
     def deref(self, schema: Any) -> Any:
         for _ in range(32):
@@ -387,6 +395,8 @@ class _Translator:
             elif set(part) == {"required"} and isinstance(part["required"], list) and len(part["required"]) == 1:
                 name = part["required"][0]
                 s["properties"] = {**s.get("properties", {}), name: False}  # the key must be absent
+                # and the value an object: every other value has all "required" keys vacuously
+                s["type"] = [t for t in _types_of(s.get("type")) if t == "object"]
             elif (set(part) == {"properties"} and isinstance(part["properties"], dict) and len(part["properties"]) == 1
                   and set(_types_of(s.get("type"))) == {"object"}):
                 # an object fails {properties: {k: P}} iff it has k and its value fails P

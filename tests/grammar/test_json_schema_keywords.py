@@ -97,8 +97,15 @@ CASES = [
                           "allOf": [{"if": {"properties": {"T": {"const": "A"}}}, "then": {"required": ["x"]}},
                                     {"if": {"properties": {"T": {"const": "C"}}}, "then": {"required": ["y"]}}]},
      [{"T": "A", "x": 1}, {"T": "B"}, {"T": "C", "y": 1}, {"T": "A", "x": 1, "y": 2}], [{"T": "A"}, {"T": "C"}, {"T": "C", "x": 1}, {"T": "D"}]),
+    # not required: only objects fail `required`, so every other value is invalid here
+    ("not-required-untyped", {"not": {"required": ["a"]}}, [{}], [{"a": 1}, 1, "x", None, [1]]),
+    ("not-required-two-types", {"type": ["object", "integer"], "not": {"required": ["a"]}}, [{}, {"k": 1}], [{"a": 1}, 1]),
     ("not-property-schema", {"type": "object", "properties": {"k": {"enum": ["a", "b"]}}, "not": {"properties": {"k": {"const": "a"}}}},
      [{"k": "b"}], [{"k": "a"}, {}]),
+    # overlapping branches made disjoint by negating the others: exactly one of two keys
+    ("oneOf-by-negation", {"type": "object", "properties": {"deny": {}, "grant": {}}, "oneOf": [{"required": ["deny"]}, {"required": ["grant"]}]},
+     [{"deny": 1}, {"grant": [1]}], [{"deny": 1, "grant": 2}, {}]),
+    ("oneOf-by-negation-untyped", {"oneOf": [{"required": ["a"]}, {"required": ["b"]}]}, [{"a": 1}, {"b": 1}], [{"a": 1, "b": 1}, {}, 1, "s"]),
     ("oneOf-discriminator-untyped-branch", {"oneOf": [
         {"type": "object", "properties": {"on": {"const": True}, "n": {"type": "integer"}}, "required": ["on", "n"]},
         {"properties": {"on": {"const": False}}, "required": ["on"]}]},

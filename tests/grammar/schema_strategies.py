@@ -73,6 +73,14 @@ def _extend(children: st.SearchStrategy) -> st.SearchStrategy[dict]:
         st.builds(lambda a, b: {"anyOf": [a, b]}, children, children),
         st.builds(lambda a, b: {"oneOf": [a, b]}, children, children),
         st.builds(lambda obj, names: {"allOf": [obj, {"required": names}]}, _object(children), st.lists(NAMES, min_size=1, max_size=2, unique=True)),
+        # negations and conditions: only objects fail `required` and `properties`, so every other
+        # value is on the other side of a `not`
+        st.builds(lambda a, name: {**a, "not": {"required": [name]}}, children, NAMES),
+        st.builds(lambda a, kind: {**a, "not": {"type": kind}}, children, st.sampled_from(["string", "integer", "object", "null"])),
+        st.builds(lambda obj, a, b: {**obj, "oneOf": [{"required": [a]}, {"required": [b]}]}, _object(children), NAMES, NAMES),
+        st.builds(lambda obj, name, value, then, other: {**obj, "if": {"properties": {name: {"const": value}}, "required": [name]},
+                                                         "then": then, "else": other},
+                  _object(children), NAMES, SCALARS, children, children),
     )
 
 

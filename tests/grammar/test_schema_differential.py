@@ -258,13 +258,20 @@ def _valid_instances(schema, data, count: int) -> list:
         return [data.draw(values) for _ in range(count)]
 
 
+def _over_generated_schemas(examples: int):
+    """Runs the decorated check(schema, data) over `examples` schemas of the seeded family."""
+    def wrap(check):
+        return settings(max_examples=examples, derandomize=True, deadline=None, database=None, phases=[Phase.generate],
+                        suppress_health_check=list(HealthCheck))(given(schema=SCHEMAS, data=st.data())(check))
+
+    return wrap
+
+
 def test_generated_schemas(harness):
     examples = 400 if FULL else 120
     seen: Counter = Counter()
 
-    @settings(max_examples=examples, derandomize=True, deadline=None, database=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
-    @given(schema=SCHEMAS, data=st.data())
+    @_over_generated_schemas(examples)
     def run(schema, data):
         seen["schemas"] += 1
         if CLOSED_OBJECTS_BUG:
@@ -295,9 +302,7 @@ def test_closed_rewrite_narrows():
     examples = 200 if FULL else 80
     seen: Counter = Counter()
 
-    @settings(max_examples=examples, derandomize=True, deadline=None, database=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
-    @given(schema=SCHEMAS, data=st.data())
+    @_over_generated_schemas(examples)
     def run(schema, data):
         seen["schemas"] += 1
         closed = llguidance_schema(schema, closed_objects=True)

@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 __all__ = [
-    "INTEGER", "NUMBER", "STRING_CHAR", "KEY_CHAR", "FORMATS", "int_range", "number_range", "pattern_to_json_regex",
+    "INTEGER", "NUMBER", "PLAIN_CHAR", "STRING_CHAR", "KEY_CHAR", "FORMATS", "FORMAT_PATTERNS", "int_range", "number_range", "pattern_to_json_regex",
     "string_except", "multiple_of_int",
 ]  # fmt: skip
 
@@ -20,6 +20,7 @@ _EXPONENT = r"[eE][+-]?[0-9]+"
 NUMBER = INTEGER + f"(?:{_FRACTION})?(?:{_EXPONENT})?"
 # one character of a JSON string body: plain (no quote, backslash or control) or an escape
 _PLAIN = r'[^"\\\x00-\x1F]'
+PLAIN_CHAR = _PLAIN  # a character written as itself (no escape)
 # (\\u escapes of surrogates are left out: a pair is one character to JSON schema but two here)
 STRING_CHAR = _PLAIN + r'|\\["\\/bfnrt]|\\u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2})'
 # one character written the way json.dumps(..., ensure_ascii=False) writes it: every character has
@@ -67,6 +68,33 @@ FORMATS = {
     "uri": rf"[A-Za-z][A-Za-z0-9+.\-]*:(?://{_REG_NAME}(?::[0-9]*)?(?:/{_PCHAR}*)*|/(?:{_PCHAR}+(?:/{_PCHAR}*)*)?|{_PCHAR}+(?:/{_PCHAR}*)*)?(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?",
     "byte": r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?",
 }
+FORMATS["idn-email"] = FORMATS["email"]  # checkers ask for an "@"; an ASCII address is an IDN one
+# IDNA 2008 labels: no "--" (reserved for xn-- labels), no hyphen at either end, at most 63 characters
+_IDN_LABEL = r"[A-Za-z0-9]{1,20}(?:-[A-Za-z0-9]{1,20}){0,2}"
+FORMATS["idn-hostname"] = rf"(?:{_IDN_LABEL}\.){{0,3}}{_IDN_LABEL}"
+_POINTER = r"(?:/(?:[A-Za-z0-9 _.\-:@!$\&'()*+,;=%]|~[01])*)*"
+FORMATS["json-pointer"] = _POINTER
+# jsonschema's checker refuses a digit after any 0 ("709"): no 0 but the last digit
+FORMATS["relative-json-pointer"] = rf"(?:0|[1-9]+0?)(?:#|{_POINTER})"
+
+
+def _regex_format(backslash: str) -> str:
+    """Python regexes that re.compile accepts (what format checkers run), as a regular subset:
+    literals, escapes, classes, quantifiers, anchors and groups two deep. `backslash`: the
+    regex for one backslash of the value (it is two characters in JSON text)."""
+    escape = backslash + r"(?:[.*+?()\[\]{}|^$/dDwWsSntr\-]|" + backslash + ")"
+    item = r"(?:[A-Za-z0-9 _,:;@#%=!'<>.*+?(){}|$/]|a-z|A-Z|0-9|" + backslash + r"[dDwWsS.\-\]\[/])"
+    atom = rf"(?:[A-Za-z0-9 _\-,:;/@#%&=~!'<>.]|{escape}|\[\^?-?{item}+-?\])"
+    for _ in range(2):  # a group holds the atoms one level down
+        alternatives = rf"(?:{atom}(?:[*+?]|\{{[0-9]{{1,3}},?\}})?\??|\^|\$)*"
+        atom = rf"(?:{atom}|\((?:\?:)?{alternatives}(?:\|{alternatives})*\))"
+    branch = rf"(?:{atom}(?:[*+?]|\{{[0-9]{{1,3}},?\}})?\??|\^|\$)*"
+    return rf"{branch}(?:\|{branch})*"
+
+
+FORMATS["regex"] = _regex_format(r'\\\\')
+# the same formats as patterns over the decoded string (what a JSON-schema `pattern` reads)
+FORMAT_PATTERNS = {**FORMATS, "regex": _regex_format(r"\\")}
 
 
 def _same_length(lo: str, hi: str) -> str:

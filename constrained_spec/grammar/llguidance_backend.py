@@ -26,7 +26,7 @@ import torch
 
 from ..bitmask import bitmask_width
 from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, pointer
-from .json_terminals import FORMATS
+from .json_terminals import FORMAT_PATTERNS
 from .protocol import GrammarError
 from .vocabulary import Vocabulary, trim_partial_utf8
 
@@ -213,17 +213,20 @@ _OBJECT_KEYWORDS = {"type", "properties", "required", "additionalProperties", "p
                     "propertyNames", "minProperties", "maxProperties", "enum", "const"}
 
 
-# llguidance's own date/time formats admit 2023-02-29 and 23:59:60, which JSON-schema format
-# checkers refuse: these go to llguidance as our exact patterns (json_terminals.FORMATS).
-_OUR_FORMATS = ("date", "time", "date-time")
+# Formats go to llguidance as our patterns (json_terminals.FORMAT_PATTERNS), each a subset of
+# what format checkers accept: llguidance's own date/time admit 2023-02-29 and 23:59:60, which
+# checkers refuse, and it refuses formats it does not know (byte, regex, json-pointer, ...).
+# A format neither knows constrains nothing (as for our compiler) and is left out.
+_INTEGER_FORMATS = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float", "double"}
 
 
 def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str] | None = None) -> Any | None:
     """`schema` as the default backend hands it to llguidance, or None where our compiler must
-    take it. Changed: date/time formats become our exact patterns; with closed_objects, every
+    take it. Changed: formats become our patterns (next to a pattern of the schema's own, in an
+    allOf: both hold), formats neither engine knows are left out; with closed_objects, every
     object schema that says nothing of undeclared keys gets `additionalProperties: false` (what
-    closed_objects means for our compiler). None: such a format next to its own pattern or length
-    bounds, or under oneOf/not/contains/a condition; closing where one node at a time could widen
+    closed_objects means for our compiler). None: a format under oneOf/not/contains/a condition
+    (a narrower pattern there makes a wider whole); closing where one node at a time could widen
     or empty the language (_UNSAFE, a required key that is not declared); a fractional multipleOf
     (llguidance reads decimals, validators binary floats: 0.3 is no multiple of 0.1 for
     jsonschema). Whatever a returned schema admits, `schema` admits. ignored: filled with
@@ -241,10 +244,14 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
             for key in node.keys() - known:
                 ignored.setdefault(key, pointer(path, key))
         out = dict(node)
-        if out.get("format") in _OUR_FORMATS:
-            if negated or {"pattern", "minLength", "maxLength"} & set(out):
+        formatted = None
+        fmt = out.pop("format", None)
+        if fmt in FORMAT_PATTERNS:
+            if negated:
                 unsafe = True
-            out["pattern"] = f"^(?:{FORMATS[out.pop('format')]})$"
+            formatted = f"^(?:{FORMAT_PATTERNS[fmt]})$"
+        elif fmt is not None and ignored is not None and fmt not in _INTEGER_FORMATS:
+            ignored.setdefault(f"format: {fmt}", pointer(path, "format"))
         step = out.get("multipleOf")
         if isinstance(step, float) and not step.is_integer():
             unsafe = True
@@ -271,6 +278,10 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
             if not set(out.get("required", [])) <= set(out.get("properties", {})):
                 unsafe = True
             out["additionalProperties"] = False
+        if formatted is not None and "pattern" in out:  # both hold: llguidance intersects allOf patterns
+            out["allOf"] = [*out.get("allOf", []), {"pattern": formatted}]
+        elif formatted is not None:
+            out["pattern"] = formatted
         return out
 
     rewritten = rewrite(schema, "", False)

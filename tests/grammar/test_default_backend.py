@@ -39,10 +39,16 @@ def test_native_where_llguidance_would_read_the_schema_differently(schema, optio
     assert not isinstance(compile_json_schema(schema, BYTES, **options), LLGuidanceGrammar)
 
 
-def test_date_with_own_pattern_goes_native():
-    # our date pattern cannot join the string's own pattern or length bounds for llguidance
+def test_date_with_own_pattern_and_length_on_llguidance():
+    # our date pattern joins the string's own pattern (allOf) and length bounds: all hold
+    schema = {"type": "string", "format": "date", "maxLength": 10, "pattern": "^2024"}
+    compiled = compile_json_schema(schema, BYTES)
+    assert isinstance(compiled, LLGuidanceGrammar)
+    assert _walk(compiled, schema, '"2024-02-29"')
+    for bad in ('"2023-02-28"', '"2024-02-30"', '"2024-02-29T"'):
+        assert not _walk(compiled, schema, bad), bad
     with pytest.raises(GrammarError, match="format 'date' together with pattern/minLength/maxLength"):
-        compile_json_schema({"type": "string", "format": "date", "maxLength": 12}, BYTES)
+        compile_json_schema(schema, BYTES, backend="native")  # ours cannot intersect them
 
 
 def test_dates_are_exact():

@@ -23,7 +23,7 @@ from .json_ir import ANY_JSON as _ANY, EMPTY, Grammar, Lit, Node, RecursiveGramm
 from .json_merge import ANNOTATIONS, STRUCTURAL, at, canonical, clean, merge, pointer
 from .json_objects import Slot, members_body
 from .json_terminals import (
-    FORMATS, INTEGER, KEY_CHAR, NUMBER, STRING_CHAR, int_range, multiple_of_int, number_range,
+    FORMATS, INTEGER, KEY_CHAR, NUMBER, PLAIN_CHAR, STRING_CHAR, int_range, multiple_of_int, number_range,
     pattern_to_json_regex, string_except,
 )  # fmt: skip
 from .protocol import GrammarError
@@ -36,6 +36,10 @@ _INT_FORMATS = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1), 
 _NON_STRING_FORMATS = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float", "double"}
 OPEN_OBJECTS_BUDGET = 20_000  # regex characters (~5 s to index for SmolLM2's vocabulary); above it free-form undeclared keys are not generated
 EXTRA_DEPTH = 0  # values of undeclared keys nest at most this many containers deep (compile time)
+# Bounded strings: outlines-core's index doubles in time with each bounded character that may be
+# an escape (maxLength 12: 0.6 s, 16: 13 s, 20: 234 s); without escapes it grows linearly (255: 1.6 s)
+ESCAPED_BOUNDED_STRING = 8
+MAX_BOUNDED_STRING = 256
 MAX_DEPTH = 3000  # JSON nesting of a schema document we accept (a schema level is ~3 JSON levels)
 _RECURSION_LIMIT = 30_000  # translating recurses ~10 frames per level; Python frames are cheap in 3.11+
 
@@ -209,6 +213,8 @@ class _Translator:
             return self.combinator(s, path)
         if "not" in s:
             s = self.negate(s, path)
+            if "anyOf" in s:  # a negated object schema: one branch per way to fail it
+                return self.node(s, path)
         if "if" in s:
             cond = s.pop("if")
             then, other = s.pop("then", True), s.pop("else", True)
@@ -409,12 +415,71 @@ class _Translator:
                 own = props[name] if name in props else s.get("additionalProperties", True)
                 s["required"] = list(dict.fromkeys([*s.get("required", []), name]))
                 s["properties"] = {**props, name: {"allOf": [own, {"not": sub}]}}
+            elif set(part) in ({"enum"}, {"const"}) and (values := _enum_values(part)) is not None:
+                return self.all_but(s, values, parts[parts.index(part) + 1 :], where)
+            elif (ways := _object_failures(part)) is not None:
+                return self.negated_container(s, part, "object", ways, parts[parts.index(part) + 1 :], where)
+            elif set(part) <= {"type", "items"} and isinstance(part.get("items"), dict) and _types_of(part.get("type", "array")) == ["array"]:
+                # an array fails {items: S} iff it contains an item failing S
+                ways = [{"contains": {"not": part["items"]}}]
+                return self.negated_container(s, part, "array", ways, parts[parts.index(part) + 1 :], where)
             else:
+                shown = json.dumps(part, ensure_ascii=False)
                 raise GrammarError(
-                    f"not at {where} is not expressible exactly (supported: not of a type, of a const/enum "
-                    "next to an enum, of one required key, of one property's schema in an object)"
+                    f"not at {where} ({shown[:120]}{'...' if len(shown) > 120 else ''}) is not expressible exactly (supported: not of a type, of a const/enum "
+                    "next to an enum, of required keys and property schemas of an object, at most "
+                    f"{MAX_OBJECT_FAILURES} of them)"
                 )
         return s
+
+    def all_but(self, s: dict, values: list, rest: list[Any], where: str) -> dict:
+        """s (no enum of its own) and not enum(values), as one anyOf branch per type of s: booleans
+        and null left out by value, numbers split into the open intervals between the excluded
+        integers, strings outside the excluded ones by a pattern (_strings_except)."""
+        base = {**s, **({"not": {"anyOf": rest}} if rest else {})}
+        kinds = _types_of(s.get("type"))
+        if "number" in kinds and "integer" in kinds:
+            kinds = [k for k in kinds if k != "integer"]
+        branches: list[dict] = []
+        for kind in kinds:
+            mine = [v for v in values if _kind_of(v) == kind or (kind == "integer" and _kind_of(v) == "number")]
+            if not mine:
+                branches.append({**base, "type": kind})
+            elif kind == "boolean":
+                branches += [{**base, "type": kind, "enum": [b]} for b in (True, False) if not any(v is b for v in mine)]
+            elif kind in ("number", "integer"):
+                cuts = sorted({v for v in mine if float(v).is_integer() or kind == "number"})
+                if any(not float(v).is_integer() for v in cuts) or len(cuts) > 16:
+                    raise GrammarError(f"not at {where}: numbers except {cuts[:4]}... are not expressible (integers only, at most 16)")
+                edges = [None, *(int(v) for v in cuts), None]
+                for lo, hi in zip(edges, edges[1:]):
+                    bounds = {**({"exclusiveMinimum": lo} if lo is not None else {}), **({"exclusiveMaximum": hi} if hi is not None else {})}
+                    branches.append({**base, "type": kind, "allOf": [bounds]})
+            elif kind == "string":
+                if {"pattern", "format", "minLength", "maxLength"} & set(s):
+                    raise GrammarError(f"not at {where}: strings except some, next to a pattern, format or length, are not expressible")
+                branches.append({**base, "type": kind, "pattern": _strings_except([v for v in mine if isinstance(v, str)], where)})
+            elif kind != "null":
+                raise GrammarError(f"not at {where}: {kind}s except given ones are not expressible")
+        if not branches:
+            raise _Empty(f"not at {where}: every value of the enclosing schema is excluded")
+        return {"anyOf": branches}
+
+    def negated_container(self, s: dict, part: dict, kind: str, ways: list[dict], rest: list[Any], where: str) -> dict:
+        """s and not `part`, a schema of objects or arrays (`kind`) that such a value fails in one
+        of `ways` (an object: a required key absent, a listed key with a value failing its schema;
+        an array: an item failing `items`), so this is anyOf(s and way). Values of other types
+        satisfy `part` unless it names the type. `rest`: the negations still to apply, carried
+        into every branch."""
+        kinds = _types_of(s.get("type"))
+        base = {**s, **({"not": {"anyOf": rest}} if rest else {})}
+        branches = [{**base, "type": kind, "allOf": [way]} for way in ways] if kind in kinds else []
+        others = [t for t in kinds if t != kind]
+        if "type" in part and others:  # values of other types fail `type: kind`
+            branches.append({**base, "type": others})
+        if not branches:
+            raise _Empty(f"not at {where}: every value of the enclosing schema matches the negated one")
+        return {"anyOf": branches}
 
     def dependencies(self, s: dict, path: str) -> Node:
         """dependentRequired / dependentSchemas as anyOf(key absent, key present and ...): exact."""
@@ -549,8 +614,17 @@ class _Translator:
                 return Rx('"' + pattern_to_json_regex(s["pattern"], lo, hi) + '"')
             except ValueError as exc:
                 raise GrammarError(f"pattern at {pointer(path, 'pattern')} cannot be translated exactly: {exc}") from exc
-        count = f"{{{lo},{'' if hi is None else hi}}}" if (lo, hi) != (0, None) else "*"
-        return Rx(f'"(?:{STRING_CHAR}){count}"')
+        if (lo, hi) == (0, None):
+            return Rx(f'"(?:{STRING_CHAR})*"')
+        longest = max(lo, hi or 0)
+        if longest > MAX_BOUNDED_STRING:
+            raise GrammarError(f"minLength/maxLength at {at(path)}: a string bounded at {longest} characters is over our "
+                               f"compiler's limit of {MAX_BOUNDED_STRING} (the index grows with the bound)")
+        char = STRING_CHAR
+        if longest > ESCAPED_BOUNDED_STRING:
+            char = PLAIN_CHAR
+            self.narrow(at(path), f"a string bounded at {longest} characters is generated without escapes (quotes, backslashes, control characters)")
+        return Rx(f'"(?:{char}){{{lo},{"" if hi is None else hi}}}"')
 
     # ---- arrays ----
     def array(self, s: dict, path: str) -> Node:
@@ -988,3 +1062,61 @@ class SchemaSet:
 
     def grammar(self, root: Node) -> Grammar:
         return Grammar(root, dict(self._translator.defs))
+
+
+MAX_OBJECT_FAILURES = 8  # ways to fail a negated object schema (each one branch of an anyOf)
+
+
+def _object_failures(part: dict) -> list[dict] | None:
+    """The ways an object fails `part` when part says only type object, properties and required
+    (other keys open): a required key absent, or a listed key present with a value failing its
+    schema (a required listed key: absent or failing, i.e. optional with the negated schema).
+    None where part says more, or fails in more than MAX_OBJECT_FAILURES ways."""
+    if not set(part) <= {"type", "properties", "required"}:
+        return None
+    if "type" in part and _types_of(part["type"]) != ["object"]:
+        return None
+    props, required = part.get("properties", {}), part.get("required", [])
+    if not isinstance(props, dict) or not isinstance(required, list) or not all(isinstance(k, str) for k in required):
+        return None
+    ways = []
+    for name in dict.fromkeys([*required, *props]):
+        sub = props.get(name, True)
+        if name in required:
+            ways.append({"properties": {name: False if sub is True else {"not": sub}}})
+        elif sub is not True:
+            ways.append({"properties": {name: {"not": sub}}, "required": [name]})
+    return ways if len(ways) <= MAX_OBJECT_FAILURES else None
+
+
+def _kind_of(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {str: "string", list: "array", dict: "object"}.get(type(value), "object")
+
+
+def _strings_except(words: list[str], where: str) -> str:
+    """An anchored pattern for every string but `words`, walking their trie: at each node the
+    string may end (unless a word ends there), go on with a character no word continues with,
+    or follow a word one character further."""
+    if sum(map(len, words)) > 2000:
+        raise GrammarError(f"not at {where}: strings except more than 2,000 characters of excluded values are not expressible")
+    trie: dict = {}
+    for word in words:
+        node = trie
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}  # a word ends here
+
+    def rest(node: dict) -> str:
+        chars = sorted(c for c in node if c)
+        options = [] if "" in node else [""]
+        options.append(("[^" + "".join(re.escape(c) for c in chars) + "]" if chars else ".") + ".*")
+        options += [re.escape(c) + f"(?:{rest(node[c])})" for c in chars]
+        return "|".join(options)
+
+    return f"^(?:{rest(trie)})$"

@@ -27,6 +27,7 @@ import torch
 from referencing.exceptions import Unresolvable
 
 from constrained_spec.bitmask import new_bitmask
+from constrained_spec.grammar.json_schema import ESCAPED_BOUNDED_STRING
 
 _ORACLE_ERRORS = (jsonschema.exceptions.SchemaError, Unresolvable, RecursionError, ValueError, LookupError, re.error)
 
@@ -518,7 +519,8 @@ def generation_schema(schema: Any, closed_free: bool) -> Any:
     compiler closed free-form objects (`Grammar.free_extras` False: a recursive grammar, or one over
     the open-objects budget); with `patternProperties` the undeclared keys are the pattern
     keys that match no declared name; `propertyNames` or `maxProperties` next to open extras admit
-    none. `uniqueItems` arrays hold at most one item unless the items are a small finite domain
+    none. Strings bounded above ESCAPED_BOUNDED_STRING characters hold no character that needs an
+    escape. `uniqueItems` arrays hold at most one item unless the items are a small finite domain
     (enum/const of at most 4 values, or booleans/null) and there are no `prefixItems`.
     Narrower than the compiler where the two differ (e.g. allOf branches), never wider."""
     if isinstance(schema, list):
@@ -529,6 +531,9 @@ def generation_schema(schema: Any, closed_free: bool) -> Any:
     for key in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas"):
         if isinstance(schema.get(key), dict):
             out[key] = {k: generation_schema(v, closed_free) for k, v in schema[key].items()}
+    lengths = [v for v in (schema.get("minLength"), schema.get("maxLength")) if isinstance(v, int)]
+    if lengths and max(lengths) > ESCAPED_BOUNDED_STRING and "pattern" not in schema and "format" not in schema:
+        out["pattern"] = '^[^"\\\\\x00-\x1f]*$'  # long bounded strings are generated without escapes
     if schema.get("uniqueItems") is True and not _small_finite_items(schema):
         out["maxItems"] = min(schema.get("maxItems", 1), 1) if isinstance(schema.get("maxItems"), int) else 1
     types = schema.get("type")

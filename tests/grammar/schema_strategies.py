@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 NAMES = st.sampled_from(["a", "b", "c", "id", "name", "tags", "x-y", "with space", "\u00e9t\u00e9", 'q"t', "sl/ash"])
 PATTERNS = st.sampled_from(["^[a-z]+$", "^[A-Z][a-z0-9_]*$", "^[0-9]{3}-[0-9]{4}$", "^(foo|bar)$", "a+", "^\\d+$", "^.{2,5}$", "^[^@]+@[^@]+$"])
-FORMATS = st.sampled_from(["date", "date-time", "time", "email", "uuid", "uri", "ipv4", "hostname"])
+FORMATS = st.sampled_from(["date", "date-time", "time", "email", "uuid", "uri", "ipv4", "hostname", "regex", "json-pointer", "idn-hostname", "x-unknown"])
 SCALARS = st.sampled_from(["a", "b", "x y", "", 0, 1, -3, 2.5, None, True, False])
 ANNOTATIONS = st.sampled_from([{}, {}, {"title": "T"}, {"description": "d", "default": None}, {"examples": [1]}, {"$comment": "c"}, {"x-vendor": {"k": 1}}, {"readOnly": True}])
 SMALL = st.integers(-100, 100)
@@ -33,6 +33,7 @@ def _bounded_int(kind: str) -> st.SearchStrategy[dict]:
 LEAVES = st.one_of(
     _with({"type": "string"}, {"minLength": st.integers(0, 3), "maxLength": st.integers(2, 8), "pattern": PATTERNS}),
     st.builds(lambda f: {"type": "string", "format": f}, FORMATS),
+    _with({"type": "string"}, {"format": FORMATS, "maxLength": st.integers(4, 12), "pattern": st.sampled_from(["^[a-z]", "[0-9]$", "@"])}),
     _bounded_int("integer"),
     _bounded_int("number"),
     st.sampled_from([{"type": "boolean"}, {"type": "null"}, {}, {"type": ["string", "null"]}, {"type": ["integer", "boolean"]}]),
@@ -100,4 +101,34 @@ SCHEMAS = st.one_of(
     TREES,
     st.builds(_with_definitions, TREES, TREES),
     st.builds(_recursive, LEAVES, st.integers(1, 3)),
+)
+
+
+def _open_object(children: st.SearchStrategy) -> st.SearchStrategy[dict]:
+    """Objects that say only properties and at least one required key (type object or not): the
+    schemas a negation or an overlapping oneOf branch is expressed for, one way to fail at a time."""
+    def build(props: dict, required: list[str], typed: bool) -> dict:
+        return {**({"type": "object"} if typed else {}), "properties": props, "required": required}
+
+    return st.builds(build, st.dictionaries(NAMES, children, max_size=3), st.lists(NAMES, min_size=1, max_size=2, unique=True), st.booleans())
+
+
+# what real oneOf branches tell apart by: a type, a const or enum (their negations are expressible)
+DISCRIMINATING = st.one_of(
+    st.sampled_from([{}, {"type": "string"}, {"type": "integer"}, {"type": ["string", "null"]}, {"type": "boolean"}, {"type": "array"}]),
+    st.builds(lambda v: {"const": v}, SCALARS),
+    st.builds(lambda vs: {"enum": vs}, st.lists(SCALARS, min_size=1, max_size=3, unique_by=lambda v: (type(v), v))),
+)
+# Overlapping object branches (issue 11: oneOf of objects with different required keys, not of
+# an object schema): exact through one anyOf branch per way the negated object can fail.
+NEGATED_OBJECTS = st.one_of(
+    st.builds(lambda a, b: {"oneOf": [a, b]}, _open_object(DISCRIMINATING), _open_object(DISCRIMINATING)),
+    st.builds(lambda base, a, b: {**base, "oneOf": [a, b]}, _object(DISCRIMINATING), _open_object(DISCRIMINATING), _open_object(DISCRIMINATING)),
+    st.builds(lambda base, negated: {**base, "not": negated}, st.one_of(_object(LEAVES), LEAVES), _open_object(DISCRIMINATING)),
+    # every value but some (numbers between the excluded integers, strings outside a trie), and
+    # arrays with an item that fails `items`
+    st.builds(lambda base, negated: {**base, "not": negated}, st.one_of(LEAVES, _object(DISCRIMINATING)),
+              st.builds(lambda vs: {"enum": vs}, st.lists(st.one_of(SCALARS, st.sampled_from(["ab", "abc", "b\"q", "x-1", 7])), min_size=1, max_size=4,
+                                                          unique_by=lambda v: (type(v), v)))),
+    st.builds(lambda base, items: {**base, "not": {"type": "array", "items": items}}, LEAVES, DISCRIMINATING),
 )

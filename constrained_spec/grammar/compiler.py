@@ -172,8 +172,9 @@ def _llguidance_or_native(
     from .llguidance_backend import compile_llguidance, llguidance_schema
 
     ignored: dict[str, str] = {}
+    narrowed: dict[str, str] = {}
     with deep_recursion():
-        spec = llguidance_schema(schema, closed_objects, ignored)
+        spec = llguidance_schema(schema, closed_objects, ignored, narrowed)
     if spec is None:
         log.info("this schema cannot be handed to llguidance as it is (objects that cannot be closed one by one, or a date format with its own pattern); compiling it natively")
         return native()
@@ -185,6 +186,8 @@ def _llguidance_or_native(
         return native()
     if ignored:
         schema_log.info("JSON schema: ignored keywords that constrain nothing: %s", ", ".join(f"{k} (at {v})" for k, v in ignored.items()))
+    if narrowed:
+        schema_log.info("JSON schema: generation is narrower than validation at %s", "; ".join(f"{k}: {v}" for k, v in narrowed.items()))
     return compiled
 
 

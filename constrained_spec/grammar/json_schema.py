@@ -213,6 +213,8 @@ class _Translator:
             return self.combinator(s, path)
         if "not" in s:
             s = self.negate(s, path)
+            if not isinstance(s, dict):  # every value but some: built already
+                return s
             if "anyOf" in s:  # a negated object schema: one branch per way to fail it
                 return self.node(s, path)
         if "if" in s:
@@ -369,7 +371,7 @@ class _Translator:
                 found = joined if found is None else found & joined
         return found
 
-    def negate(self, s: dict, path: str) -> dict:
+    def negate(self, s: dict, path: str) -> dict | Node:
         s = dict(s)
         neg, where = s.pop("not"), pointer(path, "not")
         if neg is False:
@@ -416,7 +418,7 @@ class _Translator:
                 s["required"] = list(dict.fromkeys([*s.get("required", []), name]))
                 s["properties"] = {**props, name: {"allOf": [own, {"not": sub}]}}
             elif set(part) in ({"enum"}, {"const"}) and (values := _enum_values(part)) is not None:
-                return self.all_but(s, values, parts[parts.index(part) + 1 :], where)
+                return self.all_but(s, values, parts[parts.index(part) + 1 :], where, path)
             elif (ways := _object_failures(part)) is not None:
                 return self.negated_container(s, part, "object", ways, parts[parts.index(part) + 1 :], where)
             elif set(part) <= {"type", "items"} and isinstance(part.get("items"), dict) and _types_of(part.get("type", "array")) == ["array"]:
@@ -432,15 +434,16 @@ class _Translator:
                 )
         return s
 
-    def all_but(self, s: dict, values: list, rest: list[Any], where: str) -> dict:
-        """s (no enum of its own) and not enum(values), as one anyOf branch per type of s: booleans
+    def all_but(self, s: dict, values: list, rest: list[Any], where: str, path: str) -> Node:
+        """s (no enum of its own) and not enum(values), one alternative per type of s: booleans
         and null left out by value, numbers split into the open intervals between the excluded
-        integers, strings outside the excluded ones by a pattern (_strings_except)."""
+        integers, strings outside the excluded ones (string_except: exact in canonical spelling)."""
         base = {**s, **({"not": {"anyOf": rest}} if rest else {})}
         kinds = _types_of(s.get("type"))
         if "number" in kinds and "integer" in kinds:
             kinds = [k for k in kinds if k != "integer"]
         branches: list[dict] = []
+        nodes: list[Node] = []
         for kind in kinds:
             mine = [v for v in values if _kind_of(v) == kind or (kind == "integer" and _kind_of(v) == "number")]
             if not mine:
@@ -456,14 +459,19 @@ class _Translator:
                     bounds = {**({"exclusiveMinimum": lo} if lo is not None else {}), **({"exclusiveMaximum": hi} if hi is not None else {})}
                     branches.append({**base, "type": kind, "allOf": [bounds]})
             elif kind == "string":
-                if {"pattern", "format", "minLength", "maxLength"} & set(s):
-                    raise GrammarError(f"not at {where}: strings except some, next to a pattern, format or length, are not expressible")
-                branches.append({**base, "type": kind, "pattern": _strings_except([v for v in mine if isinstance(v, str)], where)})
+                if {"pattern", "format", "minLength", "maxLength"} & set(s) or rest:
+                    raise GrammarError(f"not at {where}: strings except some, next to a pattern, format, length or another not, are not expressible")
+                nodes.append(Rx(string_except([v for v in mine if isinstance(v, str)])))
             elif kind != "null":
                 raise GrammarError(f"not at {where}: {kind}s except given ones are not expressible")
-        if not branches:
+        for branch in branches:
+            try:
+                nodes.append(self.node(branch, path))
+            except _Empty:
+                continue
+        if not nodes:
             raise _Empty(f"not at {where}: every value of the enclosing schema is excluded")
-        return {"anyOf": branches}
+        return alt(*nodes)
 
     def negated_container(self, s: dict, part: dict, kind: str, ways: list[dict], rest: list[Any], where: str) -> dict:
         """s and not `part`, a schema of objects or arrays (`kind`) that such a value fails in one
@@ -1098,25 +1106,3 @@ def _kind_of(value: Any) -> str:
         return "number"
     return {str: "string", list: "array", dict: "object"}.get(type(value), "object")
 
-
-def _strings_except(words: list[str], where: str) -> str:
-    """An anchored pattern for every string but `words`, walking their trie: at each node the
-    string may end (unless a word ends there), go on with a character no word continues with,
-    or follow a word one character further."""
-    if sum(map(len, words)) > 2000:
-        raise GrammarError(f"not at {where}: strings except more than 2,000 characters of excluded values are not expressible")
-    trie: dict = {}
-    for word in words:
-        node = trie
-        for char in word:
-            node = node.setdefault(char, {})
-        node[""] = {}  # a word ends here
-
-    def rest(node: dict) -> str:
-        chars = sorted(c for c in node if c)
-        options = [] if "" in node else [""]
-        options.append(("[^" + "".join(re.escape(c) for c in chars) + "]" if chars else ".") + ".*")
-        options += [re.escape(c) + f"(?:{rest(node[c])})" for c in chars]
-        return "|".join(options)
-
-    return f"^(?:{rest(trie)})$"

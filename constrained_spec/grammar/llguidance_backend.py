@@ -220,7 +220,8 @@ _OBJECT_KEYWORDS = {"type", "properties", "required", "additionalProperties", "p
 _INTEGER_FORMATS = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float", "double"}
 
 
-def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str] | None = None) -> Any | None:
+def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str] | None = None,
+                      narrowed: dict[str, str] | None = None) -> Any | None:
     """`schema` as the default backend hands it to llguidance, or None where our compiler must
     take it. Changed: formats become our patterns (next to a pattern of the schema's own, in an
     allOf: both hold), formats neither engine knows are left out; with closed_objects, every
@@ -230,11 +231,31 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
     or empty the language (_UNSAFE, a required key that is not declared); a fractional multipleOf
     (llguidance reads decimals, validators binary floats: 0.3 is no multiple of 0.1 for
     jsonschema). Whatever a returned schema admits, `schema` admits. ignored: filled with
-    keyword -> JSON pointer for keywords that constrain nothing (llguidance ignores them too)."""
+    keyword -> JSON pointer for keywords that constrain nothing (llguidance ignores them too).
+
+    What llguidance refuses, rewritten as our compiler reads it: a oneOf whose branches are
+    disjoint (json_schema's check: types, enums, a const discriminator) is an anyOf; uniqueItems
+    becomes maxItems 1 (one item is always unique: our compiler's narrowing, listed in
+    `narrowed`), except over a small finite item domain, which our compiler enumerates exactly."""
     if isinstance(schema, bool):
         return schema
+    from .json_schema import _Translator  # noqa: PLC0415 (the rewrite asks the compiler's own checks)
+
     unsafe = False
     known = VALIDATION | STRUCTURAL | ANNOTATIONS
+    checks = _Translator(schema, "compact")
+
+    def disjoint(options: list) -> bool:
+        try:
+            return checks.disjoint(options)
+        except (GrammarError, RecursionError):
+            return False
+
+    def finite_items(node: dict, path: str) -> bool:
+        try:
+            return "prefixItems" not in node and checks.unique_arrays(node.get("items", True), 0, None, path) is not None
+        except (GrammarError, RecursionError):
+            return True  # let our compiler say what is wrong
 
     def rewrite(node: Any, path: str, negated: bool) -> Any:
         nonlocal unsafe
@@ -252,6 +273,20 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
             formatted = f"^(?:{FORMAT_PATTERNS[fmt]})$"
         elif fmt is not None and ignored is not None and fmt not in _INTEGER_FORMATS:
             ignored.setdefault(f"format: {fmt}", pointer(path, "format"))
+        one_of = out.get("oneOf")
+        if isinstance(one_of, list) and one_of and disjoint(one_of):  # at most one branch can match
+            del out["oneOf"]
+            if "anyOf" in out:
+                out["allOf"] = [*out.get("allOf", []), {"anyOf": one_of}]
+            else:
+                out["anyOf"] = one_of
+        unique = out.pop("uniqueItems", False)
+        if unique is True and (negated or finite_items(out, path)):
+            unsafe = True
+        elif unique is True and not (isinstance(out.get("maxItems"), int) and out["maxItems"] <= 1):
+            out["maxItems"] = 1
+            if narrowed is not None:
+                narrowed.setdefault(pointer(path, "uniqueItems"), "arrays of at most one item")
         step = out.get("multipleOf")
         if isinstance(step, float) and not step.is_integer():
             unsafe = True

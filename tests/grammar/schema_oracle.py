@@ -512,6 +512,10 @@ def _small_finite_items(schema: dict) -> bool:
     return set(items) == {"type"} and isinstance(kinds, list) and set(kinds) <= {"boolean", "null"}
 
 
+# what long bounded strings and a pattern's `.` or negated class generate: no character needing an escape
+NO_ESCAPES = '^[^"\\\\\x00-\x1f]*$'
+
+
 def generation_schema(schema: Any, closed_free: bool) -> Any:
     """The part of `schema` the JSON-schema compiler documents that it generates (json_schema.py's
     docstring and its logged narrowings): where an object schema leaves `additionalProperties`
@@ -519,8 +523,8 @@ def generation_schema(schema: Any, closed_free: bool) -> Any:
     compiler closed free-form objects (`Grammar.free_extras` False: a recursive grammar, or one over
     the open-objects budget); with `patternProperties` the undeclared keys are the pattern
     keys that match no declared name; `propertyNames` or `maxProperties` next to open extras admit
-    none. Strings bounded above ESCAPED_BOUNDED_STRING characters hold no character that needs an
-    escape. `uniqueItems` arrays hold at most one item unless the items are a small finite domain
+    none. Strings bounded above ESCAPED_BOUNDED_STRING characters, and what a pattern's `.` or
+    negated class matches, hold no character that needs an escape. `uniqueItems` arrays hold at most one item unless the items are a small finite domain
     (enum/const of at most 4 values, or booleans/null) and there are no `prefixItems`.
     Narrower than the compiler where the two differ (e.g. allOf branches), never wider."""
     if isinstance(schema, list):
@@ -532,8 +536,10 @@ def generation_schema(schema: Any, closed_free: bool) -> Any:
         if isinstance(schema.get(key), dict):
             out[key] = {k: generation_schema(v, closed_free) for k, v in schema[key].items()}
     lengths = [v for v in (schema.get("minLength"), schema.get("maxLength")) if isinstance(v, int)]
-    if lengths and max(lengths) > ESCAPED_BOUNDED_STRING and "pattern" not in schema and "format" not in schema:
-        out["pattern"] = '^[^"\\\\\x00-\x1f]*$'  # long bounded strings are generated without escapes
+    pattern = schema.get("pattern")
+    wildcard = isinstance(pattern, str) and ("." in pattern.replace("\\.", "") or "[^" in pattern)
+    if wildcard or lengths and max(lengths) > ESCAPED_BOUNDED_STRING and pattern is None and "format" not in schema:
+        out["allOf"] = [*out.get("allOf", []), {"pattern": NO_ESCAPES}]
     if schema.get("uniqueItems") is True and not _small_finite_items(schema):
         out["maxItems"] = min(schema.get("maxItems", 1), 1) if isinstance(schema.get("maxItems"), int) else 1
     types = schema.get("type")

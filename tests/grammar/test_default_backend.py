@@ -29,6 +29,29 @@ def test_llguidance_where_it_accepts_native_where_it_refuses():
         compile_json_schema({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, BYTES)
 
 
+def test_disjoint_one_of_and_unique_items_stay_on_llguidance(caplog):
+    """llguidance refuses oneOf and uniqueItems; a oneOf our compiler proves disjoint is an anyOf
+    there, uniqueItems our compiler's narrowing (maxItems 1, logged)."""
+    tagged = {"oneOf": [{"type": "object", "properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}, "required": ["kind"]},
+                        {"type": "object", "properties": {"kind": {"const": "b"}}, "required": ["kind"]}]}
+    compiled = compile_json_schema(tagged, BYTES)
+    assert isinstance(compiled, LLGuidanceGrammar)
+    for text, ok in [('{"kind":"a","x":1}', True), ('{"kind":"b","x":"s"}', True), ('{"kind":"a","x":"s"}', False), ('{"kind":"c"}', False)]:
+        assert _walk(compiled, tagged, text) == ok, text
+    overlapping = {"oneOf": [{"type": "string"}, {"enum": ["a", 1]}]}  # "a" matches both: ours, exactly
+    compiled = compile_json_schema(overlapping, BYTES)
+    assert not isinstance(compiled, LLGuidanceGrammar)
+    assert _walk(compiled, overlapping, '"b"') and _walk(compiled, overlapping, "1") and not _walk(compiled, overlapping, '"a"')
+    tags = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
+    with caplog.at_level("INFO", logger="constrained_spec"):
+        compiled = compile_json_schema(tags, BYTES)
+    assert isinstance(compiled, LLGuidanceGrammar) and "uniqueItems: arrays of at most one item" in caplog.text
+    assert _walk(compiled, tags, '["a"]') and _walk(compiled, tags, "[]") and not _walk(compiled, tags, '["a","a"]')
+    negated = {"not": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}}  # narrowing under not widens
+    with pytest.raises(GrammarError, match="not at /not"):  # so not for llguidance; ours refuses it by name
+        compile_json_schema(negated, BYTES)
+
+
 @pytest.mark.parametrize("schema,options", [
     ({"type": "integer"}, {"strict": True}),  # our keyword check
     ({"type": "integer"}, {"whitespace": "flexible"}),  # ours bounds whitespace runs

@@ -176,14 +176,35 @@ def _llguidance_or_native(
     with deep_recursion():
         spec = llguidance_schema(schema, closed_objects, ignored, narrowed)
     if spec is None:
-        log.info("this schema cannot be handed to llguidance as it is (objects that cannot be closed one by one, or a date format with its own pattern); compiling it natively")
-        return native()
+        log.info("this schema cannot be handed to llguidance as it is (objects that cannot be closed one by one, "
+                 "a format under not/oneOf, uniqueItems our compiler enumerates exactly); compiling it natively")
+        try:
+            return native()
+        except GrammarError:
+            # uniqueItems over a small finite domain: ours is exact, but where ours refuses the
+            # schema, llguidance with the narrowing (one item) beats no grammar at all
+            with deep_recursion():
+                spec = llguidance_schema(schema, closed_objects, ignored, narrowed, exact_unique=False)
+            if spec is None:
+                raise
+            try:
+                with deep_recursion():
+                    compiled = compile_llguidance("json_schema", spec, vocab, whitespace=whitespace)
+            except (GrammarError, RecursionError):
+                pass
+            else:
+                return _log_rewrites(compiled, ignored, narrowed)
+            raise
     try:
         with deep_recursion():
             compiled = compile_llguidance("json_schema", spec, vocab, whitespace=whitespace)
     except (GrammarError, RecursionError) as exc:
         log.info("llguidance refused the schema (%s); compiling it natively", str(exc)[:200])
         return native()
+    return _log_rewrites(compiled, ignored, narrowed)
+
+
+def _log_rewrites(compiled: CompiledGrammar, ignored: dict[str, str], narrowed: dict[str, str]) -> CompiledGrammar:
     if ignored:
         schema_log.info("JSON schema: ignored keywords that constrain nothing: %s", ", ".join(f"{k} (at {v})" for k, v in ignored.items()))
     if narrowed:

@@ -221,7 +221,7 @@ _INTEGER_FORMATS = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint3
 
 
 def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str] | None = None,
-                      narrowed: dict[str, str] | None = None) -> Any | None:
+                      narrowed: dict[str, str] | None = None, exact_unique: bool = True) -> Any | None:
     """`schema` as the default backend hands it to llguidance, or None where our compiler must
     take it. Changed: formats become our patterns (next to a pattern of the schema's own, in an
     allOf: both hold), formats neither engine knows are left out; with closed_objects, every
@@ -236,7 +236,8 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
     What llguidance refuses, rewritten as our compiler reads it: a oneOf whose branches are
     disjoint (json_schema's check: types, enums, a const discriminator) is an anyOf; uniqueItems
     becomes maxItems 1 (one item is always unique: our compiler's narrowing, listed in
-    `narrowed`), except over a small finite item domain, which our compiler enumerates exactly."""
+    `narrowed`), except over a small finite item domain, which our compiler enumerates exactly
+    (with exact_unique=False there too: for when our compiler refuses the schema)."""
     if isinstance(schema, bool):
         return schema
     from .json_schema import _Translator  # noqa: PLC0415 (the rewrite asks the compiler's own checks)
@@ -281,7 +282,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
             else:
                 out["anyOf"] = one_of
         unique = out.pop("uniqueItems", False)
-        if unique is True and (negated or finite_items(out, path)):
+        if unique is True and (negated or exact_unique and finite_items(out, path)):
             unsafe = True
         elif unique is True and not (isinstance(out.get("maxItems"), int) and out["maxItems"] <= 1):
             out["maxItems"] = 1

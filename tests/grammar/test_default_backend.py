@@ -52,6 +52,22 @@ def test_disjoint_one_of_and_unique_items_stay_on_llguidance(caplog):
         compile_json_schema(negated, BYTES)
 
 
+def test_finite_unique_items_narrowed_on_llguidance_where_ours_refuses():
+    # ours enumerates the unique arrays of a small enum exactly, but refuses the pattern with a
+    # length bound; llguidance then takes the schema with uniqueItems narrowed to one item
+    schema = {"type": "object", "required": ["tags", "id"], "properties": {
+        "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True},
+        "id": {"type": "string", "pattern": "^(ab|ba)+c$", "maxLength": 5}}}
+    with pytest.raises(GrammarError, match="pattern"):
+        compile_json_schema(schema, BYTES, backend="native")
+    compiled = compile_json_schema(schema, BYTES)
+    assert isinstance(compiled, LLGuidanceGrammar)
+    assert _walk(compiled, schema, '{"tags":["b"],"id":"abc"}')
+    for bad in ('{"tags":["a","a"],"id":"abc"}', '{"tags":["b"],"id":"abababc"}', '{"tags":["c"],"id":"abc"}'):
+        assert not _walk(compiled, schema, bad), bad
+    assert not _walk(compiled, schema, '{"tags":["a","b"],"id":"abc"}')  # valid, but narrowed away
+
+
 @pytest.mark.parametrize("schema,options", [
     ({"type": "integer"}, {"strict": True}),  # our keyword check
     ({"type": "integer"}, {"whitespace": "flexible"}),  # ours bounds whitespace runs

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 NAMES = st.sampled_from(["a", "b", "c", "id", "name", "tags", "x-y", "with space", "\u00e9t\u00e9", 'q"t', "sl/ash"])
 PATTERNS = st.sampled_from(["^[a-z]+$", "^[A-Z][a-z0-9_]*$", "^[0-9]{3}-[0-9]{4}$", "^(foo|bar)$", "a+", "^\\d+$", "^.{2,5}$", "^[^@]+@[^@]+$"])
-FORMATS = st.sampled_from(["date", "date-time", "time", "email", "uuid", "uri", "ipv4", "hostname", "regex", "json-pointer", "idn-hostname", "x-unknown"])
+FORMATS = st.sampled_from(["date", "date-time", "time", "email", "uuid", "uri", "ipv4", "hostname", "json-pointer", "x-unknown"])  # regex, idn-hostname: test_formats (3.5 s, 1.1 s to compile natively)
 SCALARS = st.sampled_from(["a", "b", "x y", "", 0, 1, -3, 2.5, None, True, False])
 ANNOTATIONS = st.sampled_from([{}, {}, {"title": "T"}, {"description": "d", "default": None}, {"examples": [1]}, {"$comment": "c"}, {"x-vendor": {"k": 1}}, {"readOnly": True}])
 SMALL = st.integers(-100, 100)

@@ -311,7 +311,7 @@ def test_generated_schemas(harness):
 def test_negated_object_schemas(harness):
     """oneOf of overlapping object branches and not of an object schema, compiled as one anyOf
     branch per way to fail the negated object: exact on every engine that compiles them."""
-    examples = 150 if FULL else 50
+    examples = 150 if FULL else 30
     seen: Counter = Counter()
 
     @_over_generated_schemas(examples, NEGATED_OBJECTS)

@@ -173,43 +173,41 @@ def _llguidance_or_native(
 
     ignored: dict[str, str] = {}
     narrowed: dict[str, str] = {}
-    with deep_recursion():
-        spec = llguidance_schema(schema, closed_objects, ignored, narrowed)
-    if spec is None:
-        log.info("this schema cannot be handed to llguidance as it is (objects that cannot be closed one by one, "
-                 "a format under not/oneOf, uniqueItems our compiler enumerates exactly); compiling it natively")
-        try:
-            return native()
-        except GrammarError:
-            # uniqueItems over a small finite domain: ours is exact, but where ours refuses the
-            # schema, llguidance with the narrowing (one item) beats no grammar at all
-            with deep_recursion():
-                spec = llguidance_schema(schema, closed_objects, ignored, narrowed, exact_unique=False)
-            if spec is None:
-                raise
-            try:
-                with deep_recursion():
-                    compiled = compile_llguidance("json_schema", spec, vocab, whitespace=whitespace)
-            except (GrammarError, RecursionError):
-                pass
-            else:
-                return _log_rewrites(compiled, ignored, narrowed)
-            raise
-    try:
+    rewritten = []  # whether llguidance_schema gave a schema, per call
+
+    def on_llguidance(exact_unique: bool) -> CompiledGrammar | None:
+        """The rewritten schema compiled by llguidance, None where it cannot take it."""
         with deep_recursion():
-            compiled = compile_llguidance("json_schema", spec, vocab, whitespace=whitespace)
-    except (GrammarError, RecursionError) as exc:
-        log.info("llguidance refused the schema (%s); compiling it natively", str(exc)[:200])
+            spec = llguidance_schema(schema, closed_objects, ignored, narrowed, exact_unique=exact_unique)
+            rewritten.append(spec is not None)
+            if spec is None:
+                return None
+            try:
+                compiled = compile_llguidance("json_schema", spec, vocab, whitespace=whitespace)
+            except (GrammarError, RecursionError) as exc:
+                log.info("llguidance refused the schema (%s)", str(exc)[:200])
+                return None
+        if ignored:
+            schema_log.info("JSON schema: ignored keywords that constrain nothing: %s", ", ".join(f"{k} (at {v})" for k, v in ignored.items()))
+        if narrowed:
+            schema_log.info("JSON schema: generation is narrower than validation at %s", "; ".join(f"{k}: {v}" for k, v in narrowed.items()))
+        return compiled
+
+    compiled = on_llguidance(exact_unique=True)
+    if compiled is not None:
+        return compiled
+    log.info("compiling the schema natively (llguidance refused it, or it holds objects that cannot be closed "
+             "one by one, a format under not/oneOf, uniqueItems our compiler enumerates exactly)")
+    try:
         return native()
-    return _log_rewrites(compiled, ignored, narrowed)
-
-
-def _log_rewrites(compiled: CompiledGrammar, ignored: dict[str, str], narrowed: dict[str, str]) -> CompiledGrammar:
-    if ignored:
-        schema_log.info("JSON schema: ignored keywords that constrain nothing: %s", ", ".join(f"{k} (at {v})" for k, v in ignored.items()))
-    if narrowed:
-        schema_log.info("JSON schema: generation is narrower than validation at %s", "; ".join(f"{k}: {v}" for k, v in narrowed.items()))
-    return compiled
+    except GrammarError:
+        # uniqueItems over a small finite domain: ours is exact, but where ours refuses the
+        # schema, llguidance with the narrowing (one item) beats no grammar at all (only where
+        # the first rewrite was declined: otherwise llguidance has refused this very schema)
+        compiled = None if rewritten[0] else on_llguidance(exact_unique=False)
+        if compiled is None:
+            raise
+        return compiled
 
 
 def compile_json_object(vocab: Vocabulary, whitespace: str | None = None, backend: str = "default") -> CompiledGrammar:

@@ -23,7 +23,7 @@ from .json_ir import ANY_JSON as _ANY, EMPTY, Grammar, Lit, Node, RecursiveGramm
 from .json_merge import ANNOTATIONS, STRUCTURAL, at, canonical, clean, merge, pointer
 from .json_objects import Slot, members_body
 from .json_terminals import (
-    FORMATS, INTEGER, KEY_CHAR, NUMBER, PLAIN_CHAR, STRING_CHAR, int_range, multiple_of_int, number_range,
+    FORMATS, INTEGER, KEY_CHAR, NON_STRING_FORMATS, NUMBER, PLAIN_CHAR, STRING_CHAR, int_range, multiple_of_int, number_range,
     pattern_to_json_regex, string_except,
 )  # fmt: skip
 from .protocol import GrammarError
@@ -33,13 +33,13 @@ __all__ = ["schema_to_grammar", "json_value_grammar", "normalize_schema", "Schem
 logger = logging.getLogger(__name__)
 _TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 _INT_FORMATS = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1), "uint32": (0, 2**32 - 1), "uint64": (0, 2**64 - 1)}
-_NON_STRING_FORMATS = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float", "double"}
 OPEN_OBJECTS_BUDGET = 20_000  # regex characters (~5 s to index for SmolLM2's vocabulary); above it free-form undeclared keys are not generated
 EXTRA_DEPTH = 0  # values of undeclared keys nest at most this many containers deep (compile time)
 # Bounded strings: outlines-core's index doubles in time with each bounded character that may be
 # an escape (maxLength 12: 0.6 s, 16: 13 s, 20: 234 s); without escapes it grows linearly (255: 1.6 s)
 ESCAPED_BOUNDED_STRING = 8
 MAX_BOUNDED_STRING = 256
+MAX_OBJECT_FAILURES = 8  # ways to fail a negated object schema (each one branch of an anyOf)
 MAX_DEPTH = 3000  # JSON nesting of a schema document we accept (a schema level is ~3 JSON levels)
 _RECURSION_LIMIT = 30_000  # translating recurses ~10 frames per level; Python frames are cheap in 3.11+
 
@@ -387,7 +387,7 @@ class _Translator:
                 todo = list(part["anyOf"]) + todo
             else:
                 parts.append(part)
-        for part in parts:
+        for i, part in enumerate(parts):
             if not isinstance(part, dict):
                 raise GrammarError(f"not at {where} is not expressible")
             if set(part) == {"type"}:
@@ -418,13 +418,13 @@ class _Translator:
                 s["required"] = list(dict.fromkeys([*s.get("required", []), name]))
                 s["properties"] = {**props, name: {"allOf": [own, {"not": sub}]}}
             elif set(part) in ({"enum"}, {"const"}) and (values := _enum_values(part)) is not None:
-                return self.all_but(s, values, parts[parts.index(part) + 1 :], where, path)
+                return self.all_but(s, values, parts[i + 1 :], where, path)
             elif (ways := _object_failures(part)) is not None:
-                return self.negated_container(s, part, "object", ways, parts[parts.index(part) + 1 :], where)
+                return self.negated_container(s, part, "object", ways, parts[i + 1 :], where)
             elif set(part) <= {"type", "items"} and isinstance(part.get("items"), dict) and _types_of(part.get("type", "array")) == ["array"]:
                 # an array fails {items: S} iff it contains an item failing S
                 ways = [{"contains": {"not": part["items"]}}]
-                return self.negated_container(s, part, "array", ways, parts[parts.index(part) + 1 :], where)
+                return self.negated_container(s, part, "array", ways, parts[i + 1 :], where)
             else:
                 shown = json.dumps(part, ensure_ascii=False)
                 raise GrammarError(
@@ -445,13 +445,13 @@ class _Translator:
         branches: list[dict] = []
         nodes: list[Node] = []
         for kind in kinds:
-            mine = [v for v in values if _kind_of(v) == kind or (kind == "integer" and _kind_of(v) == "number")]
+            mine = [v for v in values if _json_type(v) in (("integer", "number") if kind == "number" else (kind,))]
             if not mine:
                 branches.append({**base, "type": kind})
             elif kind == "boolean":
                 branches += [{**base, "type": kind, "enum": [b]} for b in (True, False) if not any(v is b for v in mine)]
             elif kind in ("number", "integer"):
-                cuts = sorted({v for v in mine if float(v).is_integer() or kind == "number"})
+                cuts = sorted(set(mine))
                 if any(not float(v).is_integer() for v in cuts) or len(cuts) > 16:
                     raise GrammarError(f"not at {where}: numbers except {cuts[:4]}... are not expressible (integers only, at most 16)")
                 edges = [None, *(int(v) for v in cuts), None]
@@ -610,7 +610,7 @@ class _Translator:
             raise _Empty(f"minLength/maxLength at {at(path)} allow no string")
         fmt = s.get("format")
         if fmt is not None and fmt not in FORMATS:
-            if not isinstance(fmt, str) or fmt not in _NON_STRING_FORMATS:
+            if not isinstance(fmt, str) or fmt not in NON_STRING_FORMATS:
                 self.unknown(f"format: {fmt}", pointer(path, "format"))
             fmt = None
         if fmt is not None:
@@ -1072,8 +1072,6 @@ class SchemaSet:
         return Grammar(root, dict(self._translator.defs))
 
 
-MAX_OBJECT_FAILURES = 8  # ways to fail a negated object schema (each one branch of an anyOf)
-
 
 def _object_failures(part: dict) -> list[dict] | None:
     """The ways an object fails `part` when part says only type object, properties and required
@@ -1095,14 +1093,3 @@ def _object_failures(part: dict) -> list[dict] | None:
         elif sub is not True:
             ways.append({"properties": {name: {"not": sub}}, "required": [name]})
     return ways if len(ways) <= MAX_OBJECT_FAILURES else None
-
-
-def _kind_of(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    return {str: "string", list: "array", dict: "object"}.get(type(value), "object")
-

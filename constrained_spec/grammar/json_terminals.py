@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 __all__ = [
-    "INTEGER", "NUMBER", "PLAIN_CHAR", "STRING_CHAR", "KEY_CHAR", "FORMATS", "FORMAT_PATTERNS", "int_range", "number_range", "pattern_to_json_regex",
+    "INTEGER", "NUMBER", "NON_STRING_FORMATS", "PLAIN_CHAR", "STRING_CHAR", "KEY_CHAR", "FORMATS", "FORMAT_PATTERNS", "int_range", "number_range", "pattern_to_json_regex",
     "string_except", "multiple_of_int",
 ]  # fmt: skip
 
@@ -19,15 +19,14 @@ _FRACTION = r"\.[0-9]+"
 _EXPONENT = r"[eE][+-]?[0-9]+"
 NUMBER = INTEGER + f"(?:{_FRACTION})?(?:{_EXPONENT})?"
 # one character of a JSON string body: plain (no quote, backslash or control) or an escape
-_PLAIN = r'[^"\\\x00-\x1F]'
-PLAIN_CHAR = _PLAIN  # a character written as itself (no escape)
+PLAIN_CHAR = r'[^"\\\x00-\x1F]'  # a character written as itself (no escape)
 # (\\u escapes of surrogates are left out: a pair is one character to JSON schema but two here)
-STRING_CHAR = _PLAIN + r'|\\["\\/bfnrt]|\\u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2})'
+STRING_CHAR = PLAIN_CHAR + r'|\\["\\/bfnrt]|\\u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2})'
 # one character written the way json.dumps(..., ensure_ascii=False) writes it: every character has
 # exactly one spelling, so "this key is not one of the declared names" is a question about text
 _SHORT_ESCAPES = ['\\"', "\\\\", "\\b", "\\f", "\\n", "\\r", "\\t"]
 _CONTROL_ESCAPES = [f"\\u{c:04x}" for c in range(0x20) if c not in (8, 9, 10, 12, 13)]
-KEY_CHAR = _PLAIN + r'|\\["\\bfnrt]|\\u00(?:0[0-7bef]|1[0-9a-f])'
+KEY_CHAR = PLAIN_CHAR + r'|\\["\\bfnrt]|\\u00(?:0[0-7bef]|1[0-9a-f])'
 
 _YEAR = r"(?:[0-9]{3}[1-9]|[0-9]{2}[1-9]0|[0-9][1-9]00|[1-9]000)"  # 0001..9999
 _LEAP = r"(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)"
@@ -68,6 +67,8 @@ FORMATS = {
     "uri": rf"[A-Za-z][A-Za-z0-9+.\-]*:(?://{_REG_NAME}(?::[0-9]*)?(?:/{_PCHAR}*)*|/(?:{_PCHAR}+(?:/{_PCHAR}*)*)?|{_PCHAR}+(?:/{_PCHAR}*)*)?(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?",
     "byte": r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?",
 }
+# formats of numbers (OpenAPI's): no constraint on a string
+NON_STRING_FORMATS = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float", "double"}
 FORMATS["idn-email"] = FORMATS["email"]  # checkers ask for an "@"; an ASCII address is an IDN one
 # IDNA 2008 labels: no "--" (reserved for xn-- labels), no hyphen at either end, at most 63 characters
 _IDN_LABEL = r"[A-Za-z0-9]{1,20}(?:-[A-Za-z0-9]{1,20}){0,2}"
@@ -329,7 +330,7 @@ def _render(op, av, sre) -> str:
     if op == sre.LITERAL:
         return _char_literal(av)
     if op == sre.ANY:
-        return f"(?:{_PLAIN})"
+        return f"(?:{PLAIN_CHAR})"
     if op == sre.NOT_LITERAL:
         return _render(sre.IN, [(sre.NEGATE, None), (sre.LITERAL, av)], sre)
     if op == sre.IN:

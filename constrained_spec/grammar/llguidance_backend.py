@@ -26,7 +26,7 @@ import torch
 
 from ..bitmask import bitmask_width
 from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, pointer
-from .json_terminals import FORMAT_PATTERNS
+from .json_terminals import FORMAT_PATTERNS, NON_STRING_FORMATS
 from .protocol import GrammarError
 from .vocabulary import Vocabulary, trim_partial_utf8
 
@@ -217,9 +217,6 @@ _OBJECT_KEYWORDS = {"type", "properties", "required", "additionalProperties", "p
 # what format checkers accept: llguidance's own date/time admit 2023-02-29 and 23:59:60, which
 # checkers refuse, and it refuses formats it does not know (byte, regex, json-pointer, ...).
 # A format neither knows constrains nothing (as for our compiler) and is left out.
-_INTEGER_FORMATS = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float", "double"}
-
-
 def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str] | None = None,
                       narrowed: dict[str, str] | None = None, exact_unique: bool = True) -> Any | None:
     """`schema` as the default backend hands it to llguidance, or None where our compiler must
@@ -272,7 +269,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
             if negated:
                 unsafe = True
             formatted = f"^(?:{FORMAT_PATTERNS[fmt]})$"
-        elif fmt is not None and ignored is not None and fmt not in _INTEGER_FORMATS:
+        elif fmt is not None and ignored is not None and fmt not in NON_STRING_FORMATS:
             ignored.setdefault(f"format: {fmt}", pointer(path, "format"))
         one_of = out.get("oneOf")
         if isinstance(one_of, list) and one_of and disjoint(one_of):  # at most one branch can match

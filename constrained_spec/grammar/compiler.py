@@ -151,7 +151,13 @@ def compile_json_schema(
 
         return _cached(key, lambda: compile_llguidance("json_schema", schema_dict, vocab, whitespace=whitespace))
     def native() -> CompiledGrammar:
-        return _from_ir(schema_to_grammar(schema_dict, whitespace, strict, closed_objects), vocab)
+        unique_items: list[str] = []
+        compiled = _from_ir(schema_to_grammar(schema_dict, whitespace, strict, closed_objects, unique_items), vocab)
+        if not unique_items:
+            return compiled
+        from .unique_items import UniqueItemsGrammar  # uniqueItems on top, exactly
+
+        return UniqueItemsGrammar(compiled, vocab, schema_dict)
 
     if backend == "native":
         return _cached(key, native)
@@ -177,8 +183,9 @@ def _llguidance_or_native(
 
     def on_llguidance(exact_unique: bool) -> CompiledGrammar | None:
         """The rewritten schema compiled by llguidance, None where it cannot take it."""
+        unique_items: list[str] = []
         with deep_recursion():
-            spec = llguidance_schema(schema, closed_objects, ignored, narrowed, exact_unique=exact_unique)
+            spec = llguidance_schema(schema, closed_objects, ignored, narrowed, exact_unique=exact_unique, unique_items=unique_items)
             rewritten.append(spec is not None)
             if spec is None:
                 return None
@@ -187,6 +194,10 @@ def _llguidance_or_native(
             except (GrammarError, RecursionError) as exc:
                 log.info("llguidance refused the schema (%s)", str(exc)[:200])
                 return None
+        if unique_items:  # llguidance has no uniqueItems: enforced on top, exactly
+            from .unique_items import UniqueItemsGrammar
+
+            compiled = UniqueItemsGrammar(compiled, vocab, schema)
         if ignored:
             schema_log.info("JSON schema: ignored keywords that constrain nothing: %s", ", ".join(f"{k} (at {v})" for k, v in ignored.items()))
         if narrowed:
@@ -201,9 +212,9 @@ def _llguidance_or_native(
     try:
         return native()
     except GrammarError:
-        # uniqueItems over a small finite domain: ours is exact, but where ours refuses the
-        # schema, llguidance with the narrowing (one item) beats no grammar at all (only where
-        # the first rewrite was declined: otherwise llguidance has refused this very schema)
+        # uniqueItems over a small finite domain: ours enumerates it; where ours refuses the
+        # schema, llguidance with uniqueItems on top (unique_items.py) takes it (only where the
+        # first rewrite was declined: otherwise llguidance has refused this very schema)
         compiled = None if rewritten[0] else on_llguidance(exact_unique=False)
         if compiled is None:
             raise

@@ -89,6 +89,7 @@ class _Translator:
         self.narrowed: dict[str, str] = {}  # JSON pointer -> how generation is narrower there
         self._validator = None
         self.free_extras = True  # undeclared keys where additionalProperties is absent / true
+        self.unique_items: list[str] | None = None  # a list: uniqueItems left to the caller, pointers here
         self.document = ""  # prefixes definition names, so several documents share one `defs`
 
     # ---- entry points ----
@@ -649,7 +650,9 @@ class _Translator:
                 finite = self.unique_arrays(items, lo, hi, path)
                 if finite is not None:
                     return finite
-            if hi is None or hi > 1:
+            if (hi is None or hi > 1) and self.unique_items is not None:
+                self.unique_items.append(pointer(path, "uniqueItems"))  # the caller enforces it: unique_items.py
+            elif hi is None or hi > 1:
                 hi = 1  # one element is always unique: narrower, never wrong
                 self.narrow(pointer(path, "uniqueItems"), "arrays of at most one item")
         if hi is not None and hi < lo:
@@ -982,15 +985,21 @@ def _count(s: dict, key: str, default: int | None, path: str) -> int | None:
     return value
 
 
-def schema_to_grammar(schema: Any, whitespace: str = "compact", strict: bool = False, closed_objects: bool = False) -> Grammar:
+def schema_to_grammar(schema: Any, whitespace: str = "compact", strict: bool = False, closed_objects: bool = False,
+                      unique_items: list[str] | None = None) -> Grammar:
     """Translate a JSON schema (dict / JSON string / pydantic class) to the grammar IR.
 
     strict: refuse unknown keywords instead of ignoring them. closed_objects: no object admits a
-    key its schema does not declare (as if every object said `additionalProperties: false`)."""
+    key its schema does not declare (as if every object said `additionalProperties: false`).
+    unique_items: a list to leave uniqueItems out (except small finite item domains, enumerated
+    here) and append its JSON pointers, for the caller to enforce (unique_items.py); without it,
+    uniqueItems arrays hold at most one item (a narrowing, logged)."""
     root = normalize_schema(schema)
     with deep_recursion():
         try:
-            grammar = _Translator(root, whitespace, strict, closed_objects).grammar(root)
+            first = _Translator(root, whitespace, strict, closed_objects)
+            first.unique_items = unique_items
+            grammar = first.grammar(root)
             if closed_objects:
                 return grammar
             if grammar.cyclic_names():
@@ -1006,6 +1015,7 @@ def schema_to_grammar(schema: Any, whitespace: str = "compact", strict: bool = F
             logger.info("%s: keys that only an absent or `true` additionalProperties admits are not generated", reason)
             translator = _Translator(root, whitespace, strict, closed_objects)
             translator.free_extras = False
+            translator.unique_items = unique_items
             return translator.grammar(root)
         except _Empty as exc:  # internal (lets anyOf drop a branch); users get a plain GrammarError
             raise GrammarError(f"the JSON schema allows no value: {exc}") from None

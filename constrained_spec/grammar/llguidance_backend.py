@@ -18,6 +18,7 @@ only for forcing, so the longest-match stand-in below is all llguidance needs.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
@@ -218,7 +219,8 @@ _OBJECT_KEYWORDS = {"type", "properties", "required", "additionalProperties", "p
 # checkers refuse, and it refuses formats it does not know (byte, regex, json-pointer, ...).
 # A format neither knows constrains nothing (as for our compiler) and is left out.
 def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str] | None = None,
-                      narrowed: dict[str, str] | None = None, exact_unique: bool = True) -> Any | None:
+                      narrowed: dict[str, str] | None = None, exact_unique: bool = True,
+                      unique_items: list[str] | None = None) -> Any | None:
     """`schema` as the default backend hands it to llguidance, or None where our compiler must
     take it. Changed: formats become our patterns (next to a pattern of the schema's own, in an
     allOf: both hold), formats neither engine knows are left out; with closed_objects, every
@@ -231,10 +233,11 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
     keyword -> JSON pointer for keywords that constrain nothing (llguidance ignores them too).
 
     What llguidance refuses, rewritten as our compiler reads it: a oneOf whose branches are
-    disjoint (json_schema's check: types, enums, a const discriminator) is an anyOf; uniqueItems
-    becomes maxItems 1 (one item is always unique: our compiler's narrowing, listed in
-    `narrowed`), except over a small finite item domain, which our compiler enumerates exactly
-    (with exact_unique=False there too: for when our compiler refuses the schema)."""
+    disjoint (json_schema's check: types, enums, a const discriminator) is an anyOf. uniqueItems
+    is left out and its JSON pointer appended to `unique_items`, for the caller to enforce it
+    exactly (unique_items.py); without that list it becomes maxItems 1 (one item is always
+    unique: our compiler's narrowing, listed in `narrowed`). Over a small finite item domain
+    (exact_unique) and under a negation it is left to our compiler."""
     if isinstance(schema, bool):
         return schema
     from .json_schema import _Translator  # noqa: PLC0415 (the rewrite asks the compiler's own checks)
@@ -281,6 +284,10 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         unique = out.pop("uniqueItems", False)
         if unique is True and (negated or exact_unique and finite_items(out, path)):
             unsafe = True
+        elif unique is True and unique_items is not None:
+            unique_items.append(pointer(path, "uniqueItems"))  # the caller wraps: unique_items.py
+            if narrowed is not None and re.search(r"/(anyOf|oneOf|then|else)(/|$)", path):
+                narrowed.setdefault(pointer(path, "uniqueItems"), "kept unique whichever branch the array matches")
         elif unique is True and not (isinstance(out.get("maxItems"), int) and out["maxItems"] <= 1):
             out["maxItems"] = 1
             if narrowed is not None:

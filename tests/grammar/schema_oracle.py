@@ -500,18 +500,6 @@ def check_walk(oracle: Oracle, data: bytes, result: Walk) -> list[str]:
 SCALARS = {"type": ["null", "boolean", "number", "string"]}
 
 
-def _small_finite_items(schema: dict) -> bool:
-    items = schema.get("items", True)
-    if "prefixItems" in schema or not isinstance(items, dict):
-        return False
-    values = items.get("enum", [items["const"]] if "const" in items else None)
-    if isinstance(values, list):
-        return len({json.dumps(v, sort_keys=True) for v in values}) <= 4
-    kinds = items.get("type")
-    kinds = [kinds] if isinstance(kinds, str) else kinds
-    return set(items) == {"type"} and isinstance(kinds, list) and set(kinds) <= {"boolean", "null"}
-
-
 # what long bounded strings and a pattern's `.` or negated class generate: no character needing an escape
 NO_ESCAPES = '^[^"\\\\\x00-\x1f]*$'
 
@@ -524,8 +512,8 @@ def generation_schema(schema: Any, closed_free: bool) -> Any:
     the open-objects budget); with `patternProperties` the undeclared keys are the pattern
     keys that match no declared name; `propertyNames` or `maxProperties` next to open extras admit
     none. Strings bounded above ESCAPED_BOUNDED_STRING characters, and what a pattern's `.` or
-    negated class matches, hold no character that needs an escape. `uniqueItems` arrays hold at most one item unless the items are a small finite domain
-    (enum/const of at most 4 values, or booleans/null) and there are no `prefixItems`.
+    negated class matches, hold no character that needs an escape (`uniqueItems` is exact:
+    unique_items.py).
     Narrower than the compiler where the two differ (e.g. allOf branches), never wider."""
     if isinstance(schema, list):
         return [generation_schema(s, closed_free) for s in schema]
@@ -540,8 +528,6 @@ def generation_schema(schema: Any, closed_free: bool) -> Any:
     wildcard = isinstance(pattern, str) and ("." in pattern.replace("\\.", "") or "[^" in pattern)
     if wildcard or lengths and max(lengths) > ESCAPED_BOUNDED_STRING and pattern is None and "format" not in schema:
         out["allOf"] = [*out.get("allOf", []), {"pattern": NO_ESCAPES}]
-    if schema.get("uniqueItems") is True and not _small_finite_items(schema):
-        out["maxItems"] = min(schema.get("maxItems", 1), 1) if isinstance(schema.get("maxItems"), int) else 1
     types = schema.get("type")
     types = [types] if isinstance(types, str) else types
     constrains = any(k not in ("$schema", "$id", "title", "description", "$comment") for k in schema)

@@ -12,6 +12,7 @@ import pytest
 from constrained_spec.grammar import GrammarError, Vocabulary, compile_json_schema
 from constrained_spec.grammar.llguidance_backend import LLGuidanceGrammar, llguidance_schema
 from constrained_spec.grammar.regex_backend import CompiledRegex
+from constrained_spec.grammar.unique_items import UniqueItemsGrammar
 
 from test_json_schema_keywords import CASES, _text, _walk
 
@@ -31,7 +32,7 @@ def test_llguidance_where_it_accepts_native_where_it_refuses():
 
 def test_disjoint_one_of_and_unique_items_stay_on_llguidance(caplog):
     """llguidance refuses oneOf and uniqueItems; a oneOf our compiler proves disjoint is an anyOf
-    there, uniqueItems our compiler's narrowing (maxItems 1, logged)."""
+    there, uniqueItems is enforced on top (unique_items.py)."""
     tagged = {"oneOf": [{"type": "object", "properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}, "required": ["kind"]},
                         {"type": "object", "properties": {"kind": {"const": "b"}}, "required": ["kind"]}]}
     compiled = compile_json_schema(tagged, BYTES)
@@ -43,29 +44,29 @@ def test_disjoint_one_of_and_unique_items_stay_on_llguidance(caplog):
     assert not isinstance(compiled, LLGuidanceGrammar)
     assert _walk(compiled, overlapping, '"b"') and _walk(compiled, overlapping, "1") and not _walk(compiled, overlapping, '"a"')
     tags = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
-    with caplog.at_level("INFO", logger="constrained_spec"):
-        compiled = compile_json_schema(tags, BYTES)
-    assert isinstance(compiled, LLGuidanceGrammar) and "uniqueItems: arrays of at most one item" in caplog.text
-    assert _walk(compiled, tags, '["a"]') and _walk(compiled, tags, "[]") and not _walk(compiled, tags, '["a","a"]')
+    compiled = compile_json_schema(tags, BYTES)  # uniqueItems on top of llguidance, exactly
+    assert isinstance(compiled, UniqueItemsGrammar) and isinstance(compiled.inner, LLGuidanceGrammar)
+    for text, ok in [('["a"]', True), ("[]", True), ('["a","b","ab"]', True), ('["a","a"]', False), ('["a","b","a"]', False)]:
+        assert _walk(compiled, tags, text) == ok, text
     negated = {"not": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}}  # narrowing under not widens
     with pytest.raises(GrammarError, match="not at /not"):  # so not for llguidance; ours refuses it by name
         compile_json_schema(negated, BYTES)
 
 
-def test_finite_unique_items_narrowed_on_llguidance_where_ours_refuses():
+def test_finite_unique_items_on_llguidance_where_ours_refuses():
     # ours enumerates the unique arrays of a small enum exactly, but refuses the pattern with a
-    # length bound; llguidance then takes the schema with uniqueItems narrowed to one item
+    # length bound; llguidance then takes the schema, with uniqueItems enforced on top
     schema = {"type": "object", "required": ["tags", "id"], "properties": {
         "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True},
         "id": {"type": "string", "pattern": "^(ab|ba)+c$", "maxLength": 5}}}
     with pytest.raises(GrammarError, match="pattern"):
         compile_json_schema(schema, BYTES, backend="native")
     compiled = compile_json_schema(schema, BYTES)
-    assert isinstance(compiled, LLGuidanceGrammar)
+    assert isinstance(compiled, UniqueItemsGrammar) and isinstance(compiled.inner, LLGuidanceGrammar)
     assert _walk(compiled, schema, '{"tags":["b"],"id":"abc"}')
-    for bad in ('{"tags":["a","a"],"id":"abc"}', '{"tags":["b"],"id":"abababc"}', '{"tags":["c"],"id":"abc"}'):
+    for bad in ('{"tags":["a","a"],"id":"abc"}', '{"tags":["b"],"id":"abababc"}', '{"tags":["c"],"id":"abc"}', '{"tags":["a","b","a"],"id":"abc"}'):
         assert not _walk(compiled, schema, bad), bad
-    assert not _walk(compiled, schema, '{"tags":["a","b"],"id":"abc"}')  # valid, but narrowed away
+    assert _walk(compiled, schema, '{"tags":["a","b"],"id":"abc"}')
 
 
 @pytest.mark.parametrize("schema,options", [

@@ -38,6 +38,7 @@ from constrained_spec.grammar.json_terminals import FORMAT_PATTERNS
 from constrained_spec.grammar.lark_engine import compile_lark
 from constrained_spec.grammar.llguidance_backend import LLGuidanceGrammar, llguidance_schema
 from constrained_spec.grammar.regex_backend import CompiledRegex
+from constrained_spec.grammar.unique_items import UniqueItemsGrammar
 
 from schema_oracle import Oracle, TokenIndex, check_walk, generation_schema, mutations, text_mutations, walk
 from schema_strategies import NEGATED_OBJECTS, SCHEMAS
@@ -60,6 +61,11 @@ B5 = "B5: not {required: [k]} admitted non-objects, which satisfy `required` vac
 OPEN_BUGS: set[str] = set()
 CLOSED_OBJECTS_BUG = None
 KNOWN_BUGS: dict[tuple[str, str], str] = {}
+
+
+def _unwrapped(compiled):
+    """The grammar under the uniqueItems wrapper (unique_items.py), if any."""
+    return compiled.inner if isinstance(compiled, UniqueItemsGrammar) else compiled
 
 
 class Harness:
@@ -86,10 +92,12 @@ class Harness:
         engines = {}
         try:
             default = compile_json_schema(schema, self.vocab, backend="native")
-            name = "regex" if isinstance(default, CompiledRegex) else "lark"
+            name = "regex" if isinstance(_unwrapped(default), CompiledRegex) else "lark"
             engines[name] = default
-            if name == "regex":
-                engines["lark"] = compile_lark(schema_to_grammar(schema).to_lark(), self.vocab)
+            if name == "regex":  # the same grammar on the Lark path, uniqueItems on top as there
+                unique: list[str] = []
+                lark = compile_lark(schema_to_grammar(schema, unique_items=unique).to_lark(), self.vocab)
+                engines["lark"] = UniqueItemsGrammar(lark, self.vocab, schema) if unique else lark
         except GrammarError:
             self.stats["refused ours"] += 1
         except RecursionError as exc:  # a crash is a bug too: report it as one
@@ -104,7 +112,8 @@ class Harness:
             default = compile_json_schema(schema, self.vocab)
         except GrammarError:
             default = None
-        if isinstance(default, LLGuidanceGrammar) and ("llguidance" not in engines or default.grammar != engines["llguidance"].grammar):
+        if isinstance(_unwrapped(default), LLGuidanceGrammar) and (
+                "llguidance" not in engines or _unwrapped(default).grammar != engines["llguidance"].grammar):
             engines["default"] = default
         for name in engines:
             self.stats[f"compiled {name}"] += 1

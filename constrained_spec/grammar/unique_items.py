@@ -1,0 +1,538 @@
+"""Exact `uniqueItems`: a wrapper over a JSON-schema grammar compiled without it.
+
+"No item twice in one array" is not context-free, so no grammar says it. The inner grammar
+enforces everything else; this wrapper follows the output byte by byte, knows which open arrays
+the schema marks `uniqueItems` (`ItemSites`: the schema nodes that may describe each open
+container), and removes from the inner mask:
+- every token that would end an item (`,` or `]` at the array's depth) equal to an earlier item
+  of that array, compared as validators compare JSON values (1 == 1.0, true != 1, objects by
+  their key/value pairs). This rule alone makes the result sound;
+- every token after which the item can only become a repeat: with the bytes the inner grammar
+  then forces, the item is a complete earlier value that cannot grow (a string, object, array or
+  literal; a number only where the grammar allows no further digit);
+- a `,` where the item schema is a finite enum (or booleans/null) and every value is used.
+The last two keep sampling out of states whose every continuation repeats an item. Where the
+grammar narrows an item to several values that are all used (rare: e.g. an enum property inside
+an object item), the mask would be empty and GrammarError says so: never a wrong output.
+
+Narrowing: an array that only some `anyOf`/`oneOf`/`if`/`then`/`else` branch marks `uniqueItems`
+is kept unique whichever branch it matches (never wider than the schema).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from ..bitmask import new_bitmask
+from .protocol import CompiledGrammar, GrammarError, GrammarMatcher
+from .vocabulary import Vocabulary
+
+__all__ = ["ItemSites", "UniqueItemsGrammar", "UniqueItemsMatcher", "has_unique_items", "item_key"]
+
+_WS = b" \t\n\r"
+LOOKAHEAD = 4  # tokens a mask looks ahead along earlier items' text for a way to a new item
+_NUMBER_GROWTH = b"0123456789.eE"
+
+
+def item_key(value: Any) -> Any:
+    """A hashable key equal for exactly the JSON values validators call equal."""
+    if isinstance(value, bool):
+        return ("b", value)
+    if value is None:
+        return ("z",)
+    if isinstance(value, (int, float)):
+        return ("n", value)  # 1 == 1.0 and hash(1) == hash(1.0)
+    if isinstance(value, str):
+        return ("s", value)
+    if isinstance(value, list):
+        return ("a", tuple(item_key(v) for v in value))
+    return ("o", frozenset((k, item_key(v)) for k, v in value.items()))
+
+
+def _parse_key(text: bytes) -> Any | None:
+    """item_key of `text` as one JSON value, None where it is not (yet) one."""
+    try:
+        return item_key(json.loads(text))
+    except (ValueError, RecursionError):
+        return None
+
+
+def has_unique_items(schema: Any) -> bool:
+    """Whether `uniqueItems: true` appears anywhere in `schema` (outside enum/const data)."""
+    if isinstance(schema, list):
+        return any(has_unique_items(s) for s in schema)
+    if not isinstance(schema, dict):
+        return False
+    return schema.get("uniqueItems") is True or any(
+        has_unique_items(v) for k, v in schema.items() if k not in ("enum", "const", "default", "examples"))
+
+
+class ItemSites:
+    """Which schema nodes may describe a value at a path, over-approximated (more nodes only ever
+    means more arrays kept unique: narrower, never wider). A node set is a frozenset of ids of
+    the schema's dicts, closed under $ref, allOf/anyOf/oneOf, if/then/else and dependent schemas."""
+
+    def __init__(self, schema: Any) -> None:
+        from .json_schema import _Translator  # noqa: PLC0415 ($ref resolution, as the compiler reads it)
+
+        self._resolver = _Translator(schema, "compact") if isinstance(schema, dict) else None
+        self._by_id: dict[int, dict] = {}
+        self._children: dict[tuple[frozenset[int], str | int], frozenset[int]] = {}
+        self._unique: dict[frozenset[int], bool] = {}
+        self._domains: dict[frozenset[int], int | None] = {}
+        self.start = self._close([schema])
+
+    def _resolve(self, ref: str) -> Any:
+        try:
+            return self._resolver.resolve(ref, "") if self._resolver is not None else None
+        except Exception:  # noqa: BLE001 (the inner compile already refused what does not resolve)
+            return None
+
+    def _close(self, nodes: Iterable[Any]) -> frozenset[int]:
+        seen: set[int] = set()
+        todo = list(nodes)
+        while todo:
+            node = todo.pop()
+            if not isinstance(node, dict) or id(node) in seen:
+                continue
+            seen.add(id(node))
+            self._by_id[id(node)] = node
+            for key in ("$ref", "$recursiveRef", "$dynamicRef"):
+                if isinstance(node.get(key), str):
+                    todo.append(self._resolve(node[key] if key == "$ref" else "#"))
+            for key in ("allOf", "anyOf", "oneOf"):
+                if isinstance(node.get(key), list):
+                    todo += node[key]
+            todo += [node.get("if"), node.get("then"), node.get("else")]  # `if` too: our compiler makes it a branch
+            for key in ("dependentSchemas", "dependencies"):
+                if isinstance(node.get(key), dict):
+                    todo += node[key].values()
+        return frozenset(seen)
+
+    def child(self, nodes: frozenset[int], step: str | int) -> frozenset[int]:
+        """The nodes of the value under key `step` (a str) or at item index `step` (an int)."""
+        cached = self._children.get((nodes, step))
+        if cached is not None:
+            return cached
+        found: list[Any] = []
+        for node in map(self._by_id.__getitem__, nodes):
+            if isinstance(step, str):
+                matched = False
+                if isinstance(node.get("properties"), dict) and step in node["properties"]:
+                    found.append(node["properties"][step])
+                    matched = True
+                for pattern, sub in (node.get("patternProperties") or {}).items():
+                    try:
+                        hit = re.search(pattern, step) is not None
+                    except re.error:
+                        hit = True  # over-approximate
+                    if hit:
+                        found.append(sub)
+                        matched = True
+                if not matched:
+                    found.append(node.get("additionalProperties"))
+                found.append(node.get("unevaluatedProperties"))
+                continue
+            prefix, items = node.get("prefixItems"), node.get("items")
+            if isinstance(items, list):  # draft 4-2019: items as a list
+                prefix, items = items, node.get("additionalItems")
+            if isinstance(prefix, list) and step < len(prefix):
+                found.append(prefix[step])
+            else:
+                found.append(items)
+            found += [node.get("contains"), node.get("unevaluatedItems")]
+        result = self._close(found)
+        self._children[(nodes, step)] = result
+        return result
+
+    def unique(self, nodes: frozenset[int]) -> bool:
+        """Whether an array described by `nodes` must hold no item twice."""
+        cached = self._unique.get(nodes)
+        if cached is None:
+            cached = self._unique[nodes] = any(self._by_id[i].get("uniqueItems") is True for i in nodes)
+        return cached
+
+    def domain_size(self, nodes: frozenset[int]) -> int | None:
+        """An upper bound on how many distinct items an array described by `nodes` can hold
+        (None: unbounded, or positional items)."""
+        if nodes not in self._domains:
+            positional = any(isinstance(self._by_id[i].get(k), list) for i in nodes for k in ("prefixItems", "items"))
+            self._domains[nodes] = None if positional else self._bound(self.child(nodes, 0), 3)
+        return self._domains[nodes]
+
+    def _bound(self, nodes: frozenset[int], depth: int) -> int | None:
+        """How many values can match `nodes`, over-approximated (a sum over the constraining
+        nodes: enum/const, boolean, null, integer ranges, closed objects of bounded properties)."""
+        total = 0
+        for node in map(self._by_id.__getitem__, nodes):
+            kind = node.get("type")
+            if "enum" in node or "const" in node:
+                enum = node["enum"] if isinstance(node.get("enum"), list) else [node.get("const")]
+                total += len({item_key(v) for v in enum})
+            elif not set(node) & _CONSTRAINING:
+                if set(node) & _PARTS:
+                    continue  # a holder of $ref/allOf/anyOf/...: its parts are in the set themselves
+                return None  # constrains nothing: any value
+            elif kind in ("boolean", "null"):
+                total += 2 if kind == "boolean" else 1
+            elif kind == "integer" and isinstance(node.get("minimum"), int) and isinstance(node.get("maximum"), int):
+                total += max(0, node["maximum"] - node["minimum"] + 1)
+            elif (kind == "object" and depth and node.get("additionalProperties") is False and not node.get("patternProperties")
+                  and isinstance(node.get("properties"), dict)):
+                product = 1
+                for name, sub in node["properties"].items():
+                    size = self._bound(self._close([sub]), depth - 1)
+                    if size is None:
+                        return None
+                    product *= size + (name not in node.get("required", []))
+                total += product
+            else:
+                return None
+        return total if nodes else None
+
+
+# keywords that make a node constrain a value by itself (not only through its parts)
+_CONSTRAINING = {"type", "enum", "const", "properties", "required", "additionalProperties", "patternProperties",
+                 "items", "prefixItems", "minimum", "maximum", "pattern", "format", "minLength", "maxLength",
+                 "not", "contains", "propertyNames", "multipleOf", "exclusiveMinimum", "exclusiveMaximum"}
+_PARTS = {"$ref", "allOf", "anyOf", "oneOf", "if", "then", "else", "dependentSchemas", "dependencies", "$recursiveRef", "$dynamicRef"}
+
+
+class _Frame(NamedTuple):
+    is_array: bool
+    nodes: frozenset[int]
+    unique: bool = False
+    index: int = 0  # arrays: the item being written
+    start: int = -1  # arrays: output offset of that item's first byte, -1 before it
+    done: tuple = ()  # unique arrays: (item_key, start, end) of each finished item
+    key_next: bool = True  # objects: a key comes next
+    key: str | None = None  # objects: the last key read
+
+
+class _State(NamedTuple):
+    stack: tuple[_Frame, ...]
+    in_string: bool
+    escaped: bool
+    key: bytes | None  # raw bytes of the key being read
+    pos: int  # output bytes so far
+
+
+_DUPLICATE = None  # what _advance returns when a byte ends an item already in its array
+
+
+def _tail(text: bytes | bytearray, data: bytes, start: int) -> bytes:
+    """Bytes from output offset `start` to the end of `text + data` (without copying `text`)."""
+    return bytes(text[start:]) + data if start < len(text) else data[start - len(text):]
+
+
+def _span(text: bytes | bytearray, data: bytes, start: int, end: int) -> bytes:
+    """Output bytes [start, end) of `text + data`."""
+    return bytes(text[start:end]) if end <= len(text) else _tail(text, data, start)[: end - start]
+
+
+def _advance(sites: ItemSites, state: _State, text: bytes | bytearray, data: bytes) -> _State | None:
+    """`state` after `data`; `text` is the output so far (len(text) == state.pos)."""
+    stack, in_string, escaped, key, pos = state
+    for j, byte in enumerate(data):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # closing quote
+                in_string = False
+                if key is not None:
+                    try:
+                        name = json.loads(b'"' + key + b'"')
+                    except ValueError:
+                        name = key.decode("utf-8", "replace")
+                    stack = stack[:-1] + (stack[-1]._replace(key_next=False, key=name),)
+                    key = None
+            elif key is not None:
+                key += bytes((byte,))
+            continue
+        if byte in _WS or byte == 0x3A:  # whitespace, ':'
+            continue
+        top = stack[-1] if stack else None
+        if top is not None and top.is_array and top.start < 0 and byte != 0x5D:
+            top = top._replace(start=pos + j)  # the item's first byte
+            stack = stack[:-1] + (top,)
+        if byte == 0x22:
+            in_string = True
+            key = b"" if top is not None and not top.is_array and top.key_next else None
+        elif byte in (0x7B, 0x5B):  # { [
+            nodes = sites.start if top is None else sites.child(top.nodes, top.index if top.is_array else top.key or "")
+            stack = stack + (_Frame(byte == 0x5B, nodes, unique=byte == 0x5B and sites.unique(nodes)),)
+        elif byte in (0x5D, 0x2C) and top is not None and top.is_array:  # ] or , ends an item
+            if top.unique and top.start >= 0:
+                item = _parse_key(_tail(text, data[:j], top.start).rstrip(_WS))
+                if item is not None:
+                    if any(item == d[0] for d in top.done):
+                        return _DUPLICATE
+                    top = top._replace(done=top.done + ((item, top.start, pos + j),))
+                    size = sites.domain_size(top.nodes) if byte == 0x2C else None
+                    if size is not None and len(top.done) >= size:
+                        return _DUPLICATE  # every value is used: the next item would repeat one
+            if byte == 0x5D:
+                stack = stack[:-1]
+            else:
+                stack = stack[:-1] + (top._replace(index=top.index + 1, start=-1),)
+        elif byte in (0x5D, 0x7D):  # } (or a stray ])
+            stack = stack[:-1]
+        elif byte == 0x2C and top is not None:  # , inside an object: a key is next
+            stack = stack[:-1] + (top._replace(key_next=True),)
+    return _State(stack, in_string, escaped, key, pos + len(data))
+
+
+class _Tables(NamedTuple):
+    """What the masks need to know of a vocabulary's tokens (int64 id arrays)."""
+    structural: np.ndarray  # tokens holding `" , ] }`: where an item can end
+    digits: np.ndarray  # tokens holding a digit: where a number can become a repeat
+    growth: np.ndarray  # tokens starting with a digit, '.', 'e' or 'E': a number going on
+    numeric: np.ndarray  # tokens starting with a number character (growth and '+', '-')
+    by_bytes: dict[bytes, list[int]]
+    longest: int
+    ordered: list[bytes]  # every token's bytes, sorted (tokens starting with given bytes)
+    ordered_ids: list[int]
+
+
+@lru_cache(maxsize=8)
+def _token_tables(vocab: Vocabulary) -> _Tables:
+    structural, digits, growth, numeric, by_bytes, longest = [], [], [], [], {}, 1
+    for i, data in enumerate(vocab.token_bytes):
+        if not data:
+            continue
+        if any(c in data for c in b'",]}'):
+            structural.append(i)
+        if any(c in data for c in b"0123456789"):
+            digits.append(i)
+        if data[0] in _NUMBER_GROWTH:
+            growth.append(i)
+        if data[0] in _NUMBER_GROWTH + b"+-":
+            numeric.append(i)
+        by_bytes.setdefault(data, []).append(i)
+        longest = max(longest, len(data))
+    as_ids = lambda ids: np.array(ids, dtype=np.int64)  # noqa: E731
+    ordered = sorted((data, i) for data, ids in by_bytes.items() for i in ids)
+    return _Tables(as_ids(structural), as_ids(digits), as_ids(growth), as_ids(numeric), by_bytes, longest,
+                   [data for data, _ in ordered], [i for _, i in ordered])
+
+
+def _allowed(words: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """The ids among `ids` whose bit is set in the packed row `words` (uint32 `[W]`)."""
+    if ids.size == 0:
+        return ids
+    return ids[((words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1).astype(bool)]
+
+
+class UniqueItemsGrammar:
+    """CompiledGrammar: `inner` (the schema compiled without uniqueItems) with uniqueItems exact."""
+
+    def __init__(self, inner: CompiledGrammar, vocab: Vocabulary, schema: Any) -> None:
+        self.inner = inner
+        self.vocab = vocab
+        self.sites = ItemSites(schema)
+        self.tables = _token_tables(vocab)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.inner.vocab_size
+
+    def matcher(self) -> "UniqueItemsMatcher":
+        return UniqueItemsMatcher(self, self.inner.matcher(), [_State((), False, False, None, 0)], bytearray())
+
+
+class UniqueItemsMatcher:
+    def __init__(self, grammar: UniqueItemsGrammar, inner: GrammarMatcher, states: list[_State], text: bytearray) -> None:
+        self._grammar = grammar
+        self._inner = inner
+        self._states = states  # one per accepted token, after it; [0] = the start
+        self._text = text  # the output bytes so far
+
+    @property
+    def vocab_size(self) -> int:
+        return self._inner.vocab_size
+
+    def _bytes(self, token_id: int) -> bytes:
+        table = self._grammar.vocab.token_bytes
+        data = table[token_id] if 0 <= token_id < len(table) else None
+        return data or b""
+
+    def _open_items(self, state: _State) -> list[_Frame]:
+        """The unique arrays on the stack that already hold an item (where a repeat is possible)."""
+        return [f for f in state.stack if f.unique and f.done]
+
+    def _blocked(self, state: _State, text: bytes | bytearray, token_id: int, inner: GrammarMatcher, depth: int = LOOKAHEAD) -> bool:
+        """Whether token_id (allowed by `inner`, which is at `state`) must be removed: it ends a
+        repeated item, or leads (within `depth` more tokens) only to repeats."""
+        data = self._bytes(token_id)
+        after = _advance(self._grammar.sites, state, text, data)
+        if after is _DUPLICATE:
+            return True
+        probe, forced, following = None, b"", []
+        for frame in self._open_items(after):
+            if frame.start < 0:
+                continue
+            item = _tail(text, data, frame.start)
+            keys = {d[0] for d in frame.done}
+            ahead = [e for e in (_span(text, data, s, e) for _, s, e in frame.done) if e.startswith(item)]
+            numeric = item[:1] in (b"-", *(bytes((d,)) for d in b"0123456789")) and any(k[0] == "n" for k in keys)
+            if not ahead and not numeric and _parse_key(item.rstrip(_WS)) not in keys:
+                continue  # this item already differs from every earlier one (numbers: 2 == 2.0)
+            if probe is None:  # what the grammar forces next may complete the repeat
+                probe = inner.fork()
+                probe.accept_token(token_id)
+                forced = probe.forced_bytes(256)
+                if forced and _advance(self._grammar.sites, after, bytes(text) + data, forced) is _DUPLICATE:
+                    return True
+            whole = (item + forced).rstrip(_WS)
+            if _parse_key(whole) in keys:
+                value = json.loads(whole)
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not self._number_can_grow(probe, forced):
+                    return True
+                if depth > 0 and not forced and not self._number_goes_on(after, bytes(text) + data, probe, depth - 1):
+                    return True  # it can grow only into spellings of the same number (2.0 after 2)
+            longer = [e for e in ahead if len(e) > len(item)]
+            if longer:
+                following.append((item, longer))
+        if following and depth > 0:  # still on the text of earlier items: is there a way out?
+            return not self._alive(after, bytes(text) + data, probe, following, depth - 1)
+        return False
+
+    def _alive(self, state: _State, text: bytes, matcher: GrammarMatcher, following: list[tuple[bytes, list[bytes]]], depth: int) -> bool:
+        """Whether some token allowed at `state` leaves the text of every earlier item it is
+        following, or leads (within `depth` tokens) to a state that does."""
+        mask = new_bitmask(1, matcher.vocab_size)
+        matcher.fill_bitmask(mask)
+        words = mask[0].numpy().view(np.uint32)
+        tokens: set[int] = set()
+        for item, ahead in following:
+            for earlier in ahead:
+                tokens |= self._along(earlier[len(item):])
+        tokens = {t for t in tokens if (words[t >> 5] >> (t & 31)) & 1}
+        # and those that may end an item or a number (the only ones a repeat can be masked at)
+        tables = self._grammar.tables
+        tokens |= set(_allowed(words, tables.structural).tolist()) | set(_allowed(words, tables.digits).tolist())
+        if int(np.unpackbits(words.view(np.uint8)).sum()) > len(tokens):
+            return True  # a token that leaves every earlier item's text and ends nothing
+        return any(not self._blocked(state, text, t, matcher, depth) for t in tokens)
+
+    def _number_goes_on(self, state: _State, text: bytes, matcher: GrammarMatcher, depth: int) -> bool:
+        """Whether some token the grammar allows to go on with the number is not removed."""
+        mask = new_bitmask(1, matcher.vocab_size)
+        matcher.fill_bitmask(mask)
+        words = mask[0].numpy().view(np.uint32)
+        return any(not self._blocked(state, text, t, matcher, depth) for t in _allowed(words, self._grammar.tables.growth).tolist())
+
+    def _along(self, rest: bytes) -> set[int]:
+        """Ids of the tokens that are a prefix of `rest` or start with it."""
+        tables = self._grammar.tables
+        found = {i for n in range(1, min(len(rest), tables.longest) + 1) for i in tables.by_bytes.get(rest[:n], ())}
+        at = bisect.bisect_left(tables.ordered, rest)
+        while at < len(tables.ordered) and tables.ordered[at].startswith(rest):
+            found.add(tables.ordered_ids[at])
+            at += 1
+        return found
+
+    def _number_can_grow(self, matcher: GrammarMatcher, forced: bytes) -> bool:
+        """Whether, after `forced`, the grammar lets the number go on (a digit, '.', 'e')."""
+        if forced:
+            matcher = matcher.fork()
+            by_bytes, longest = self._grammar.tables.by_bytes, self._grammar.tables.longest
+            while forced:  # the forced bytes as tokens, longest first
+                size = next((n for n in range(min(longest, len(forced)), 0, -1) if forced[:n] in by_bytes), 0)
+                if not size or matcher.validate_tokens(by_bytes[forced[:size]][:1]) != 1:
+                    return True  # cannot follow it: assume it can grow (keeps the token)
+                matcher.accept_token(by_bytes[forced[:size]][0])
+                forced = forced[size:]
+        mask = new_bitmask(1, matcher.vocab_size)
+        matcher.fill_bitmask(mask)
+        words = mask[0].numpy().view(np.uint32)
+        return _allowed(words, self._grammar.tables.growth).size > 0
+
+    def _candidates(self, state: _State, words: np.ndarray) -> set[int]:
+        """The allowed tokens `_blocked` may remove: those holding `" , ] }` or a digit, those
+        going on along an earlier item's text, and number characters in a numeric item."""
+        tables = self._grammar.tables
+        frames = self._open_items(state)
+        found = set(_allowed(words, tables.structural).tolist())
+        for frame in frames:
+            item = bytes(self._text[frame.start:]) if frame.start >= 0 else b""
+            if any(d[0][0] == "n" for d in frame.done):
+                found |= set(_allowed(words, tables.digits).tolist())
+                if item[:1] in (b"", b"-", *(bytes((d,)) for d in b"0123456789")):  # 2 == 2.0 == 2e0
+                    found |= set(_allowed(words, tables.numeric).tolist())
+            for _, s, e in frame.done:
+                earlier = bytes(self._text[s:e])
+                if earlier.startswith(item):
+                    found |= {i for i in self._along(earlier[len(item):]) if (words[i >> 5] >> (i & 31)) & 1}
+        return found
+
+    def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
+        self._inner.fill_bitmask(bitmask, row)
+        state = self._states[-1]
+        if not any(f.unique for f in state.stack):
+            return
+        target = bitmask[row]
+        host = target if target.device.type == "cpu" else target.cpu()
+        words = host.numpy().view(np.uint32)  # [ceil(V/32)]; shares memory with `host`
+        had_any = bool(words.any())
+        for token_id in self._candidates(state, words):
+            if self._blocked(state, self._text, token_id, self._inner):
+                words[token_id >> 5] &= np.uint32(~(1 << (token_id & 31)) & 0xFFFFFFFF)
+        if had_any and not words.any():
+            raise GrammarError("uniqueItems: every continuation the schema allows here repeats an earlier item of the array")
+        if host is not target:
+            target.copy_(host)
+
+    def accept_token(self, token_id: int) -> None:
+        token_id = int(token_id)
+        if self._inner.validate_tokens([token_id]) != 1:
+            self._inner.accept_token(token_id)  # raises the inner grammar's own GrammarError
+        state = self._states[-1]
+        if any(f.unique for f in state.stack) and self._blocked(state, self._text, token_id, self._inner):
+            raise GrammarError(f"token {token_id} rejected: it would repeat an item of a uniqueItems array")
+        following = _advance(self._grammar.sites, state, self._text, self._bytes(token_id))
+        self._inner.accept_token(token_id)
+        self._states.append(following)
+        self._text += self._bytes(token_id)
+
+    def validate_tokens(self, token_ids: Sequence[int]) -> int:
+        limit = self._inner.validate_tokens(token_ids)
+        probe = self.fork()
+        for i, token_id in enumerate(token_ids[:limit]):
+            try:
+                probe.accept_token(token_id)
+            except GrammarError:
+                return i
+        return limit
+
+    def rollback(self, num_tokens: int) -> None:
+        if num_tokens > len(self._states) - 1 or num_tokens < 0:
+            raise GrammarError(f"cannot roll back {num_tokens} tokens: only {len(self._states) - 1} accepted")
+        self._inner.rollback(num_tokens)
+        if num_tokens:
+            del self._states[-num_tokens:]
+            del self._text[self._states[-1].pos:]
+
+    def is_accepting(self) -> bool:
+        return self._inner.is_accepting()
+
+    def is_terminated(self) -> bool:
+        return self._inner.is_terminated()
+
+    def forced_bytes(self, max_bytes: int = 64) -> bytes:
+        forced = self._inner.forced_bytes(max_bytes)
+        # forced text that would repeat an item: a dead end the masks avoid; force nothing
+        return b"" if forced and _advance(self._grammar.sites, self._states[-1], self._text, forced) is _DUPLICATE else forced
+
+    def fork(self) -> "UniqueItemsMatcher":
+        return UniqueItemsMatcher(self._grammar, self._inner.fork(), list(self._states), bytearray(self._text))

@@ -33,6 +33,7 @@ import torch
 
 from ..bitmask import new_bitmask
 from .protocol import CompiledGrammar, GrammarError, GrammarMatcher
+from .unique_keys import decode_key
 from .vocabulary import Vocabulary
 
 __all__ = ["ItemSites", "UniqueItemsGrammar", "UniqueItemsMatcher", "has_unique_items", "item_key"]
@@ -40,6 +41,7 @@ __all__ = ["ItemSites", "UniqueItemsGrammar", "UniqueItemsMatcher", "has_unique_
 _WS = b" \t\n\r"
 LOOKAHEAD = 4  # tokens a mask looks ahead along earlier items' text for a way to a new item
 _NUMBER_GROWTH = b"0123456789.eE"
+_ESCAPE_BYTES = b"etaoisrnET _-"  # tried in turn after a token to show an item can differ
 
 
 def item_key(value: Any) -> Any:
@@ -250,11 +252,7 @@ def _advance(sites: ItemSites, state: _State, text: bytes | bytearray, data: byt
             elif byte == 0x22:  # closing quote
                 in_string = False
                 if key is not None:
-                    try:
-                        name = json.loads(b'"' + key + b'"')
-                    except ValueError:
-                        name = key.decode("utf-8", "replace")
-                    stack = stack[:-1] + (stack[-1]._replace(key_next=False, key=name),)
+                    stack = stack[:-1] + (stack[-1]._replace(key_next=False, key=decode_key(key)),)
                     key = None
             elif key is not None:
                 key += bytes((byte,))
@@ -302,6 +300,7 @@ class _Tables(NamedTuple):
     longest: int
     ordered: list[bytes]  # every token's bytes, sorted (tokens starting with given bytes)
     ordered_ids: list[int]
+    escapes: list[tuple[int, bytes]]  # single-byte tokens that end nothing (a way out of a repeat)
 
 
 @lru_cache(maxsize=8)
@@ -322,8 +321,9 @@ def _token_tables(vocab: Vocabulary) -> _Tables:
         longest = max(longest, len(data))
     as_ids = lambda ids: np.array(ids, dtype=np.int64)  # noqa: E731
     ordered = sorted((data, i) for data, ids in by_bytes.items() for i in ids)
+    escapes = [(by_bytes[bytes((b,))][0], bytes((b,))) for b in _ESCAPE_BYTES if bytes((b,)) in by_bytes]
     return _Tables(as_ids(structural), as_ids(digits), as_ids(growth), as_ids(numeric), by_bytes, longest,
-                   [data for data, _ in ordered], [i for _, i in ordered])
+                   [data for data, _ in ordered], [i for _, i in ordered], escapes)
 
 
 def _allowed(words: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -385,8 +385,13 @@ class UniqueItemsMatcher:
             keys = {d[0] for d in frame.done}
             ahead = [e for e in (_span(text, data, s, e) for _, s, e in frame.done) if e.startswith(item)]
             numeric = item[:1] in (b"-", *(bytes((d,)) for d in b"0123456789")) and any(k[0] == "n" for k in keys)
-            if not ahead and not numeric and _parse_key(item.rstrip(_WS)) not in keys:
+            current = _parse_key(item.rstrip(_WS))
+            if not ahead and not numeric and current not in keys:
                 continue  # this item already differs from every earlier one (numbers: 2 == 2.0)
+            if not numeric and current in keys:
+                return True  # a complete string, object, array or literal that is a repeat
+            if not numeric and self._way_out(inner, token_id, item, ahead):
+                continue  # one more byte the grammar allows leaves every earlier item's text
             if probe is None:  # what the grammar forces next may complete the repeat
                 probe = inner.fork()
                 probe.accept_token(token_id)
@@ -406,6 +411,12 @@ class UniqueItemsMatcher:
         if following and depth > 0:  # still on the text of earlier items: is there a way out?
             return not self._alive(after, bytes(text) + data, probe, following, depth - 1)
         return False
+
+    def _way_out(self, inner: GrammarMatcher, token_id: int, item: bytes, ahead: list[bytes]) -> bool:
+        """Whether after token_id the grammar allows a plain byte (a letter, a space, ...) that
+        no earlier item has next: a cheap proof that the item need not become a repeat."""
+        taken = {earlier[len(item):len(item) + 1] for earlier in ahead}
+        return any(data not in taken and inner.validate_tokens([token_id, escape]) == 2 for escape, data in self._grammar.tables.escapes)
 
     def _alive(self, state: _State, text: bytes, matcher: GrammarMatcher, following: list[tuple[bytes, list[bytes]]], depth: int) -> bool:
         """Whether some token allowed at `state` leaves the text of every earlier item it is

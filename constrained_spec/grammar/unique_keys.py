@@ -45,7 +45,7 @@ def _advance(state: State, data: bytes) -> State | None:
                 in_string = False
                 if key is not None:
                     keys, _ = stack[-1]
-                    name = _decode_key(key)
+                    name = decode_key(key)
                     if name in keys:
                         return _DUPLICATE
                     stack = stack[:-1] + ((keys | {name}, False),)
@@ -68,7 +68,8 @@ def _advance(state: State, data: bytes) -> State | None:
     return (stack, in_string, escaped, key)
 
 
-def _decode_key(raw: bytes) -> str:
+def decode_key(raw: bytes) -> str:
+    """A JSON string's raw bytes (between the quotes) as the string it means."""
     try:
         return json.loads(b'"' + raw + b'"')
     except ValueError:  # not valid yet per the wrapped grammar: compare the raw text

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from ..bitmask import new_bitmask
+from .json_merge import VALIDATION
 from .protocol import CompiledGrammar, GrammarError, GrammarMatcher
 from .unique_keys import decode_key
 from .vocabulary import Vocabulary
@@ -41,6 +42,7 @@ __all__ = ["ItemSites", "UniqueItemsGrammar", "UniqueItemsMatcher", "has_unique_
 _WS = b" \t\n\r"
 LOOKAHEAD = 4  # tokens a mask looks ahead along earlier items' text for a way to a new item
 _NUMBER_GROWTH = b"0123456789.eE"
+_VALUE_ENDS = b'"}]el0123456789'  # the last byte of a complete JSON value
 _ESCAPE_BYTES = b"etaoisrnET _-"  # tried in turn after a token to show an item can differ
 
 
@@ -90,6 +92,7 @@ class ItemSites:
         self._children: dict[tuple[frozenset[int], str | int], frozenset[int]] = {}
         self._unique: dict[frozenset[int], bool] = {}
         self._domains: dict[frozenset[int], int | None] = {}
+        self._open: dict[frozenset[int], bool] = {}
         self.start = self._close([schema])
 
     def _resolve(self, ref: str) -> Any:
@@ -162,6 +165,26 @@ class ItemSites:
             cached = self._unique[nodes] = any(self._by_id[i].get("uniqueItems") is True for i in nodes)
         return cached
 
+    def open_ended(self, nodes: frozenset[int]) -> bool:
+        """Whether every prefix of an item has endlessly many completions (items are strings
+        with at most minLength and a pattern without `$`, or numbers without bounds), so no
+        item can be driven into a repeat: only ending one that repeats needs masking."""
+        if nodes not in self._open:
+            positional = any(isinstance(self._by_id[i].get(k), list) for i in nodes for k in ("prefixItems", "items"))
+            items = self.child(nodes, 0)
+            self._open[nodes] = not positional and bool(items) and all(self._open_leaf(self._by_id[i]) for i in items)
+        return self._open[nodes]
+
+    @staticmethod
+    def _open_leaf(node: dict) -> bool:
+        parts = set(node) & VALIDATION
+        kind = node.get("type")
+        if parts and parts <= {"$ref", "allOf", "anyOf"}:
+            return True  # a holder: its parts are judged themselves
+        if kind == "string" and parts <= {"type", "minLength", "pattern"}:
+            return "$" not in str(node.get("pattern", "")).replace("\\$", "")
+        return kind in ("number", "integer") and parts == {"type"}
+
     def domain_size(self, nodes: frozenset[int]) -> int | None:
         """An upper bound on how many distinct items an array described by `nodes` can hold
         (None: unbounded, or positional items)."""
@@ -212,9 +235,11 @@ class _Frame(NamedTuple):
     is_array: bool
     nodes: frozenset[int]
     unique: bool = False
+    open_ended: bool = False  # unique arrays: ItemSites.open_ended
     index: int = 0  # arrays: the item being written
     start: int = -1  # arrays: output offset of that item's first byte, -1 before it
     done: tuple = ()  # unique arrays: (item_key, start, end) of each finished item
+    keys: frozenset = frozenset()  # unique arrays: the item_keys in `done`
     key_next: bool = True  # objects: a key comes next
     key: str | None = None  # objects: the last key read
 
@@ -268,16 +293,17 @@ def _advance(sites: ItemSites, state: _State, text: bytes | bytearray, data: byt
             key = b"" if top is not None and not top.is_array and top.key_next else None
         elif byte in (0x7B, 0x5B):  # { [
             nodes = sites.start if top is None else sites.child(top.nodes, top.index if top.is_array else top.key or "")
-            stack = stack + (_Frame(byte == 0x5B, nodes, unique=byte == 0x5B and sites.unique(nodes)),)
+            unique = byte == 0x5B and sites.unique(nodes)
+            stack = stack + (_Frame(byte == 0x5B, nodes, unique=unique, open_ended=unique and sites.open_ended(nodes)),)
         elif byte in (0x5D, 0x2C) and top is not None and top.is_array:  # ] or , ends an item
             if top.unique and top.start >= 0:
                 item = _parse_key(_tail(text, data[:j], top.start).rstrip(_WS))
                 if item is not None:
-                    if any(item == d[0] for d in top.done):
+                    if item in top.keys:
                         return _DUPLICATE
-                    top = top._replace(done=top.done + ((item, top.start, pos + j),))
+                    top = top._replace(done=top.done + ((item, top.start, pos + j),), keys=top.keys | {item})
                     size = sites.domain_size(top.nodes) if byte == 0x2C else None
-                    if size is not None and len(top.done) >= size:
+                    if size is not None and len(top.keys) >= size:
                         return _DUPLICATE  # every value is used: the next item would repeat one
             if byte == 0x5D:
                 stack = stack[:-1]
@@ -301,6 +327,7 @@ class _Tables(NamedTuple):
     ordered: list[bytes]  # every token's bytes, sorted (tokens starting with given bytes)
     ordered_ids: list[int]
     escapes: list[tuple[int, bytes]]  # single-byte tokens that end nothing (a way out of a repeat)
+    closing_more: np.ndarray  # tokens with `" , ] }` after their first `"`: they close a string and go on
 
 
 @lru_cache(maxsize=8)
@@ -322,8 +349,10 @@ def _token_tables(vocab: Vocabulary) -> _Tables:
     as_ids = lambda ids: np.array(ids, dtype=np.int64)  # noqa: E731
     ordered = sorted((data, i) for data, ids in by_bytes.items() for i in ids)
     escapes = [(by_bytes[bytes((b,))][0], bytes((b,))) for b in _ESCAPE_BYTES if bytes((b,)) in by_bytes]
+    closing_more = [i for data, ids in by_bytes.items() for i in ids
+                    if b'"' in data and any(c in data.split(b'"', 1)[1] for c in b'",]}')]
     return _Tables(as_ids(structural), as_ids(digits), as_ids(growth), as_ids(numeric), by_bytes, longest,
-                   [data for data, _ in ordered], [i for _, i in ordered], escapes)
+                   [data for data, _ in ordered], [i for _, i in ordered], escapes, as_ids(sorted(closing_more)))
 
 
 def _allowed(words: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -382,10 +411,14 @@ class UniqueItemsMatcher:
             if frame.start < 0:
                 continue
             item = _tail(text, data, frame.start)
-            keys = {d[0] for d in frame.done}
+            keys = frame.keys
+            current = _parse_key(item.rstrip(_WS)) if item.rstrip(_WS)[-1:] in _VALUE_ENDS else None
+            if frame.open_ended:
+                if current in keys and current[0] != "n":
+                    return True  # a complete string that is a repeat (a number may still grow)
+                continue  # any other item can always become a new one
             ahead = [e for e in (_span(text, data, s, e) for _, s, e in frame.done) if e.startswith(item)]
             numeric = item[:1] in (b"-", *(bytes((d,)) for d in b"0123456789")) and any(k[0] == "n" for k in keys)
-            current = _parse_key(item.rstrip(_WS))
             if not ahead and not numeric and current not in keys:
                 continue  # this item already differs from every earlier one (numbers: 2 == 2.0)
             if not numeric and current in keys:
@@ -471,20 +504,43 @@ class UniqueItemsMatcher:
 
     def _candidates(self, state: _State, words: np.ndarray) -> set[int]:
         """The allowed tokens `_blocked` may remove: those holding `" , ] }` or a digit, those
-        going on along an earlier item's text, and number characters in a numeric item."""
+        going on along an earlier item's text, and number characters in a numeric item. While a
+        string item is written (no escapes around): only tokens along an earlier item's text
+        and those that close the string and go on to more structure."""
         tables = self._grammar.tables
-        frames = self._open_items(state)
-        found = set(_allowed(words, tables.structural).tolist())
-        for frame in frames:
+        found: set[int] = set()
+        structural = False
+        for frame in self._open_items(state):
             item = bytes(self._text[frame.start:]) if frame.start >= 0 else b""
+            earlier = [bytes(self._text[s:e]) for _, s, e in frame.done]
+            in_item_string = state.in_string and frame is state.stack[-1] and item[:1] == b'"'
+            if in_item_string and not any(b"\\" in e for e in (item, *earlier)):
+                # without escapes equal strings are equal text: only a token along an earlier
+                # item can close a repeat, only one with structure after its quote reach further
+                found |= set(_allowed(words, tables.closing_more).tolist())
+                if not frame.open_ended:
+                    for e in earlier:
+                        if e.startswith(item):
+                            found |= {i for i in self._along(e[len(item):]) if (words[i >> 5] >> (i & 31)) & 1}
+                else:
+                    for e in earlier:
+                        if e.startswith(item):
+                            found |= {i for i in self._along(e[len(item):]) if (words[i >> 5] >> (i & 31)) & 1 and b'"' in self._bytes(i)}
+                continue
+            if frame.open_ended and item[:1] == b'"' and not state.in_string:
+                continue  # a complete string, already unlike every earlier one
+            structural = True
+            if frame.open_ended:
+                continue
             if any(d[0][0] == "n" for d in frame.done):
                 found |= set(_allowed(words, tables.digits).tolist())
                 if item[:1] in (b"", b"-", *(bytes((d,)) for d in b"0123456789")):  # 2 == 2.0 == 2e0
                     found |= set(_allowed(words, tables.numeric).tolist())
-            for _, s, e in frame.done:
-                earlier = bytes(self._text[s:e])
-                if earlier.startswith(item):
-                    found |= {i for i in self._along(earlier[len(item):]) if (words[i >> 5] >> (i & 31)) & 1}
+            for e in earlier:
+                if e.startswith(item):
+                    found |= {i for i in self._along(e[len(item):]) if (words[i >> 5] >> (i & 31)) & 1}
+        if structural:
+            found |= set(_allowed(words, tables.structural).tolist())
         return found
 
     def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:

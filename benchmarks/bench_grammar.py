@@ -93,6 +93,8 @@ class Ours:
         from constrained_spec.grammar.lark_engine import LarkGrammar
         from constrained_spec.grammar.regex_backend import CompiledRegex
 
+        while hasattr(compiled, "inner"):  # under the uniqueItems / repeated-keys wrappers
+            compiled = compiled.inner
         return "regex" if isinstance(compiled, CompiledRegex) else "Lark" if isinstance(compiled, LarkGrammar) else "llguidance"
 
     def walk(self, compiled: Any, ids: list[int]) -> tuple[bool, list[float]]:

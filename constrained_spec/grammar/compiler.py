@@ -149,7 +149,8 @@ def compile_json_schema(
     if backend == "llguidance":
         from .llguidance_backend import compile_llguidance
 
-        return _cached(key, lambda: compile_llguidance("json_schema", schema_dict, vocab, whitespace=whitespace))
+        return _cached(key, lambda: _no_repeated_keys(compile_llguidance("json_schema", schema_dict, vocab, whitespace=whitespace), vocab))
+
     def native() -> CompiledGrammar:
         unique_items: list[str] = []
         compiled = _from_ir(schema_to_grammar(schema_dict, whitespace, strict, closed_objects, unique_items), vocab)
@@ -194,6 +195,7 @@ def _llguidance_or_native(
             except (GrammarError, RecursionError) as exc:
                 log.info("llguidance refused the schema (%s)", str(exc)[:200])
                 return None
+        compiled = _no_repeated_keys(compiled, vocab)
         if unique_items:  # llguidance has no uniqueItems: enforced on top, exactly
             from .unique_items import UniqueItemsGrammar
 
@@ -219,6 +221,14 @@ def _llguidance_or_native(
         if compiled is None:
             raise
         return compiled
+
+
+def _no_repeated_keys(compiled: CompiledGrammar, vocab: Vocabulary) -> CompiledGrammar:
+    """llguidance lets an object that admits undeclared keys repeat one (`{"id":1,"id":2}`,
+    where another anyOf branch declares `id`): no key twice in one object, as our compiler."""
+    from .unique_keys import UniqueKeysGrammar
+
+    return UniqueKeysGrammar(compiled, vocab)
 
 
 def compile_json_object(vocab: Vocabulary, whitespace: str | None = None, backend: str = "default") -> CompiledGrammar:

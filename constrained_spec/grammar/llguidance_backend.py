@@ -266,6 +266,13 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
             for key in node.keys() - known:
                 ignored.setdefault(key, pointer(path, key))
         out = dict(node)
+        conditions = _dependencies_as_conditions(out)  # llguidance has neither, nor `not`:
+        positive = _negation_as_schema(out["not"], checks) if "not" in out else None  # exact forms
+        if positive is not None:
+            del out["not"]
+            conditions.append(positive)
+        if conditions:
+            out["allOf"] = [*out.get("allOf", []), *conditions]
         formatted = None
         fmt = out.pop("format", None)
         if fmt in FORMAT_PATTERNS:
@@ -326,6 +333,61 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
 
     rewritten = rewrite(schema, "", False)
     return None if unsafe else rewritten
+
+
+_TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
+_QUIET = ANNOTATIONS | STRUCTURAL  # keywords that constrain nothing
+
+
+def _dependencies_as_conditions(node: dict) -> list[Any]:
+    """Pops `dependencies`/`dependentRequired`/`dependentSchemas` from `node` (where every value
+    is a list of names or a schema) and returns them as equivalent schemas for an allOf: key
+    absent, or present with what it brings (non-objects satisfy both sides)."""
+    found = [(k, node[k]) for k in ("dependencies", "dependentRequired", "dependentSchemas") if isinstance(node.get(k), dict)]
+    if not all(isinstance(v, (list, dict, bool)) for _, deps in found for v in deps.values()):
+        return []  # left as it is: llguidance refuses the schema, our compiler says why
+    conditions = []
+    for key, deps in found:
+        del node[key]
+        for name, need in deps.items():
+            present = {"required": [name, *need]} if isinstance(need, list) else {"allOf": [{"required": [name]}, need]}
+            conditions.append({"anyOf": [{"properties": {name: False}}, present]})
+    return conditions
+
+
+def _negation_as_schema(negated: Any, checks: Any, depth: int = 0) -> Any | None:
+    """A schema without `not` that admits exactly what `{"not": negated}` admits, for the forms
+    real schemas use: required keys (with property schemas that constrain nothing), types, `contains`
+    of such a form, `anyOf` of such forms, a `$ref` to one. None for any other form."""
+    if negated is False:
+        return {}
+    if not isinstance(negated, dict) or depth > 8:
+        return None
+    body = {k: v for k, v in negated.items() if k not in _QUIET}
+    if set(body) == {"$ref"}:
+        try:
+            return _negation_as_schema(checks.resolve(body["$ref"], ""), checks, depth + 1)
+        except (GrammarError, RecursionError):
+            return None
+    if set(body) == {"type"}:
+        gone = {body["type"]} if isinstance(body["type"], str) else set(body["type"]) if isinstance(body["type"], list) else None
+        if not gone or "integer" in gone and "number" not in gone:  # numbers that are not integers: no type says it
+            return None
+        kept = [t for t in _TYPES if t not in gone and not (t == "integer" and "number" in gone)]
+        return {"type": kept} if kept else None
+    trivial = lambda sub: sub is True or isinstance(sub, dict) and not set(sub) - _QUIET  # noqa: E731
+    names = body.get("required")
+    if (set(body) <= {"required", "properties"} and isinstance(names, list) and names and all(isinstance(n, str) for n in names)
+            and all(trivial(sub) for sub in body.get("properties", {}).values())):
+        absent = [{"properties": {name: False}} for name in dict.fromkeys(names)]
+        return {"type": "object", **(absent[0] if len(absent) == 1 else {"anyOf": absent})}
+    if set(body) == {"contains"}:  # no item matches: every item fails it
+        items = _negation_as_schema(body["contains"], checks, depth + 1)
+        return None if items is None else {"type": "array", "items": items}
+    if set(body) == {"anyOf"} and isinstance(body["anyOf"], list) and body["anyOf"]:
+        parts = [_negation_as_schema(sub, checks, depth + 1) for sub in body["anyOf"]]
+        return None if any(p is None for p in parts) else {"allOf": parts}
+    return None
 
 
 def _without_forcing(grammar: str) -> str:

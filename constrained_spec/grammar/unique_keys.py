@@ -77,9 +77,11 @@ def decode_key(raw: bytes) -> str:
 
 
 @lru_cache(maxsize=8)
-def _quote_tokens(vocab: Vocabulary) -> np.ndarray:
-    """Ids of the tokens whose bytes contain `"`, int64 `[n]`."""
-    return np.array([i for i, b in enumerate(vocab.token_bytes) if b is not None and b'"' in b], dtype=np.int64)
+def _quote_tokens(vocab: Vocabulary) -> tuple[np.ndarray, np.ndarray]:
+    """Ids of the tokens whose bytes contain `"`, and of those with two or more, int64 `[n]`."""
+    quoted = [i for i, b in enumerate(vocab.token_bytes) if b is not None and b'"' in b]
+    return (np.array(quoted, dtype=np.int64),
+            np.array([i for i in quoted if vocab.token_bytes[i].count(b'"') > 1], dtype=np.int64))
 
 
 class UniqueKeysGrammar:
@@ -88,7 +90,7 @@ class UniqueKeysGrammar:
     def __init__(self, inner: CompiledGrammar, vocab: Vocabulary) -> None:
         self.inner = inner
         self.vocab = vocab
-        self._quote_ids = _quote_tokens(vocab)
+        self._quote_ids, self._quotes_ids = _quote_tokens(vocab)
 
     @property
     def vocab_size(self) -> int:
@@ -116,7 +118,11 @@ class UniqueKeysMatcher:
 
     def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
         self._inner.fill_bitmask(bitmask, row)
-        ids = self._grammar._quote_ids
+        stack, in_string, _, key = self._states[-1]
+        if not any(frame is not None and frame[0] for frame in stack):
+            return  # no open object holds a key yet: nothing can repeat
+        # in a value string only a token that closes it and then holds a whole key can repeat one
+        ids = self._grammar._quotes_ids if in_string and key is None else self._grammar._quote_ids
         if ids.size == 0:
             return
         target = bitmask[row]

@@ -542,3 +542,13 @@ def generation_schema(schema: Any, closed_free: bool) -> Any:
         closed = closed_free or "propertyNames" in schema or "maxProperties" in schema
         out["additionalProperties"] = False if closed else SCALARS
     return out
+
+
+def engine_of(compiled: Any) -> Any:
+    """The grammar under the JSON wrappers (unique_items.py, unique_keys.py), if any."""
+    from constrained_spec.grammar.unique_items import UniqueItemsGrammar
+    from constrained_spec.grammar.unique_keys import UniqueKeysGrammar
+
+    while isinstance(compiled, (UniqueItemsGrammar, UniqueKeysGrammar)):
+        compiled = compiled.inner
+    return compiled

@@ -14,7 +14,8 @@ from constrained_spec.grammar.llguidance_backend import LLGuidanceGrammar, llgui
 from constrained_spec.grammar.regex_backend import CompiledRegex
 from constrained_spec.grammar.unique_items import UniqueItemsGrammar
 
-from test_json_schema_keywords import CASES, _text, _walk
+from schema_oracle import engine_of
+from test_json_schema_keywords import CASES, _text, _valid, _walk
 
 BYTES = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
 SUITE = Path(__file__).parent.parent / "data" / "json_schema_test_suite"
@@ -22,7 +23,7 @@ SUITE = Path(__file__).parent.parent / "data" / "json_schema_test_suite"
 
 def test_llguidance_where_it_accepts_native_where_it_refuses():
     plain = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
-    assert isinstance(compile_json_schema(plain, BYTES), LLGuidanceGrammar)
+    assert isinstance(engine_of(compile_json_schema(plain, BYTES)), LLGuidanceGrammar)
     finite_unique = {"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": True}  # llguidance refuses uniqueItems
     assert isinstance(compile_json_schema(finite_unique, BYTES), CompiledRegex)
     # where both refuse, the error is ours: keyword and pointer named
@@ -36,16 +37,16 @@ def test_disjoint_one_of_and_unique_items_stay_on_llguidance(caplog):
     tagged = {"oneOf": [{"type": "object", "properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}, "required": ["kind"]},
                         {"type": "object", "properties": {"kind": {"const": "b"}}, "required": ["kind"]}]}
     compiled = compile_json_schema(tagged, BYTES)
-    assert isinstance(compiled, LLGuidanceGrammar)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
     for text, ok in [('{"kind":"a","x":1}', True), ('{"kind":"b","x":"s"}', True), ('{"kind":"a","x":"s"}', False), ('{"kind":"c"}', False)]:
         assert _walk(compiled, tagged, text) == ok, text
     overlapping = {"oneOf": [{"type": "string"}, {"enum": ["a", 1]}]}  # "a" matches both: ours, exactly
     compiled = compile_json_schema(overlapping, BYTES)
-    assert not isinstance(compiled, LLGuidanceGrammar)
+    assert not isinstance(engine_of(compiled), LLGuidanceGrammar)
     assert _walk(compiled, overlapping, '"b"') and _walk(compiled, overlapping, "1") and not _walk(compiled, overlapping, '"a"')
     tags = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
     compiled = compile_json_schema(tags, BYTES)  # uniqueItems on top of llguidance, exactly
-    assert isinstance(compiled, UniqueItemsGrammar) and isinstance(compiled.inner, LLGuidanceGrammar)
+    assert isinstance(compiled, UniqueItemsGrammar) and isinstance(engine_of(compiled.inner), LLGuidanceGrammar)
     for text, ok in [('["a"]', True), ("[]", True), ('["a","b","ab"]', True), ('["a","a"]', False), ('["a","b","a"]', False)]:
         assert _walk(compiled, tags, text) == ok, text
     negated = {"not": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}}  # narrowing under not widens
@@ -62,7 +63,7 @@ def test_finite_unique_items_on_llguidance_where_ours_refuses():
     with pytest.raises(GrammarError, match="pattern"):
         compile_json_schema(schema, BYTES, backend="native")
     compiled = compile_json_schema(schema, BYTES)
-    assert isinstance(compiled, UniqueItemsGrammar) and isinstance(compiled.inner, LLGuidanceGrammar)
+    assert isinstance(compiled, UniqueItemsGrammar) and isinstance(engine_of(compiled.inner), LLGuidanceGrammar)
     assert _walk(compiled, schema, '{"tags":["b"],"id":"abc"}')
     for bad in ('{"tags":["a","a"],"id":"abc"}', '{"tags":["b"],"id":"abababc"}', '{"tags":["c"],"id":"abc"}', '{"tags":["a","b","a"],"id":"abc"}'):
         assert not _walk(compiled, schema, bad), bad
@@ -76,14 +77,14 @@ def test_finite_unique_items_on_llguidance_where_ours_refuses():
     ({"allOf": [{"properties": {"a": {}}}, {"required": ["a"]}]}, {"closed_objects": True}),  # closing a merged schema
 ])
 def test_native_where_llguidance_would_read_the_schema_differently(schema, options):
-    assert not isinstance(compile_json_schema(schema, BYTES, **options), LLGuidanceGrammar)
+    assert not isinstance(engine_of(compile_json_schema(schema, BYTES, **options)), LLGuidanceGrammar)
 
 
 def test_date_with_own_pattern_and_length_on_llguidance():
     # our date pattern joins the string's own pattern (allOf) and length bounds: all hold
     schema = {"type": "string", "format": "date", "maxLength": 10, "pattern": "^2024"}
     compiled = compile_json_schema(schema, BYTES)
-    assert isinstance(compiled, LLGuidanceGrammar)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
     assert _walk(compiled, schema, '"2024-02-29"')
     for bad in ('"2023-02-28"', '"2024-02-30"', '"2024-02-29T"'):
         assert not _walk(compiled, schema, bad), bad
@@ -97,14 +98,14 @@ def test_dates_are_exact():
                            ("time", "23:59:59+01:00", "23:59:60Z")]:
         schema = {"type": "string", "format": fmt}
         compiled = compile_json_schema(schema, BYTES)
-        assert isinstance(compiled, LLGuidanceGrammar)
+        assert isinstance(engine_of(compiled), LLGuidanceGrammar)
         assert _walk(compiled, schema, json.dumps(good)) and not _walk(compiled, schema, json.dumps(bad)), fmt
 
 
 def test_closed_objects():
     schema = {"type": "object", "properties": {"a": {"type": "object"}, "m": {"additionalProperties": {"type": "integer"}}}}
     compiled = compile_json_schema(schema, BYTES, closed_objects=True)
-    assert isinstance(compiled, LLGuidanceGrammar)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
     assert _walk(compiled, schema, '{"a":{},"m":{"k":1}}')  # a declared map stays a map
     for extra in ['{"z":1}', '{"a":{"z":1}}']:
         assert not _walk(compiled, schema, extra) and _walk(compile_json_schema(schema, BYTES), schema, extra)
@@ -167,4 +168,41 @@ def _accepts(compiled, text: str) -> bool:
 def test_ignored_keywords_are_logged(caplog):
     with caplog.at_level(logging.INFO, logger="constrained_spec.grammar.json_schema"):
         compiled = compile_json_schema({"type": "object", "properties": {"a": {"type": "integer", "x-vendor": 1}}}, BYTES)
-    assert isinstance(compiled, LLGuidanceGrammar) and "x-vendor (at /properties/a/x-vendor)" in caplog.text
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar) and "x-vendor (at /properties/a/x-vendor)" in caplog.text
+
+
+# llguidance has no `not` and no dependencies: the forms real schemas use are rewritten exactly
+REWRITTEN = [
+    ({"type": "object", "properties": {"a": {"type": "integer"}, "b": {}}, "not": {"required": ["b"]}},
+     [{"a": 1}, {"a": 1, "b": 2}, {}, {"c": 1}]),
+    ({"properties": {"a": {}}, "not": {"required": ["a", "b"], "properties": {"a": {"title": "t"}}}},
+     [{"a": 1}, {"a": 1, "b": 2}, {"b": 1}, 3, "s", [1]]),
+    ({"not": {"type": ["string", "number"]}}, [1, 1.5, "s", None, True, {}, []]),
+    ({"type": "object", "properties": {"libraries": {"type": "array", "items": {"type": "object"}, "not": {"contains": {"required": ["f"]}}}}},
+     [{"libraries": [{"g": 1}]}, {"libraries": [{"g": 1}, {"f": 2}]}, {"libraries": []}]),
+    ({"$defs": {"has": {"required": ["x"]}}, "type": "object", "not": {"anyOf": [{"$ref": "#/$defs/has"}, {"required": ["y"]}]}},
+     [{}, {"x": 1}, {"y": 1}, {"z": 1}]),
+    ({"$schema": "http://json-schema.org/draft-07/schema#",  # `dependencies` is a draft 4-7 keyword
+      "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "integer"}},
+      "dependencies": {"a": ["b"], "c": {"properties": {"a": {"minimum": 5}}}}},
+     [{}, {"a": 1}, {"a": 1, "b": "x"}, {"c": 1}, {"a": 6, "b": "x", "c": 1}, {"a": 2, "b": "x", "c": 1}]),
+    ({"type": "object", "properties": {"a": {}, "b": {}}, "dependentRequired": {"a": ["b"]}}, [{"a": 1}, {"a": 1, "b": 2}, {"b": 2}]),
+]
+
+
+@pytest.mark.parametrize("schema,instances", REWRITTEN, ids=range(len(REWRITTEN)))
+def test_not_and_dependencies_rewritten_for_llguidance(schema, instances):
+    """Exact rewrites (`not` of required keys, types, contains, anyOf, $ref;
+    dependencies as `key absent or present with what it brings`): llguidance takes the schema,
+    and every instance is accepted iff jsonschema says it is valid (EOS never after an invalid
+    prefix: _walk checks it)."""
+    compiled = compile_json_schema(schema, BYTES)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar), type(compiled)
+    verdicts = {_text(i): _walk(compiled, schema, _text(i)) for i in instances}
+    assert verdicts == {_text(i): _valid(schema, _text(i)) for i in instances}
+    assert any(verdicts.values()) and not all(verdicts.values())
+
+
+def test_negations_llguidance_cannot_say_stay_with_ours():
+    assert llguidance_schema({"not": {"enum": [1]}}, closed_objects=False) == {"not": {"enum": [1]}}  # llguidance refuses: ours
+    assert llguidance_schema({"not": {"type": "integer"}}, closed_objects=False) == {"not": {"type": "integer"}}  # non-integer numbers

@@ -40,7 +40,7 @@ from constrained_spec.grammar.llguidance_backend import LLGuidanceGrammar, llgui
 from constrained_spec.grammar.regex_backend import CompiledRegex
 from constrained_spec.grammar.unique_items import UniqueItemsGrammar
 
-from schema_oracle import Oracle, TokenIndex, check_walk, generation_schema, mutations, text_mutations, walk
+from schema_oracle import Oracle, TokenIndex, check_walk, engine_of, generation_schema, mutations, text_mutations, walk
 from schema_strategies import NEGATED_OBJECTS, SCHEMAS
 
 FULL = os.environ.get("CONSTRAINED_SPEC_FULL") == "1"
@@ -61,11 +61,6 @@ B5 = "B5: not {required: [k]} admitted non-objects, which satisfy `required` vac
 OPEN_BUGS: set[str] = set()
 CLOSED_OBJECTS_BUG = None
 KNOWN_BUGS: dict[tuple[str, str], str] = {}
-
-
-def _unwrapped(compiled):
-    """The grammar under the uniqueItems wrapper (unique_items.py), if any."""
-    return compiled.inner if isinstance(compiled, UniqueItemsGrammar) else compiled
 
 
 class Harness:
@@ -92,7 +87,7 @@ class Harness:
         engines = {}
         try:
             default = compile_json_schema(schema, self.vocab, backend="native")
-            name = "regex" if isinstance(_unwrapped(default), CompiledRegex) else "lark"
+            name = "regex" if isinstance(engine_of(default), CompiledRegex) else "lark"
             engines[name] = default
             if name == "regex":  # the same grammar on the Lark path, uniqueItems on top as there
                 unique: list[str] = []
@@ -112,8 +107,8 @@ class Harness:
             default = compile_json_schema(schema, self.vocab)
         except GrammarError:
             default = None
-        if isinstance(_unwrapped(default), LLGuidanceGrammar) and (
-                "llguidance" not in engines or _unwrapped(default).grammar != engines["llguidance"].grammar):
+        if isinstance(engine_of(default), LLGuidanceGrammar) and (
+                "llguidance" not in engines or engine_of(default).grammar != engine_of(engines["llguidance"]).grammar):
             engines["default"] = default
         for name in engines:
             self.stats[f"compiled {name}"] += 1

@@ -121,8 +121,9 @@ class UniqueKeysMatcher:
         stack, in_string, _, key = self._states[-1]
         if not any(frame is not None and frame[0] for frame in stack):
             return  # no open object holds a key yet: nothing can repeat
-        # in a value string only a token that closes it and then holds a whole key can repeat one
-        ids = self._grammar._quotes_ids if in_string and key is None else self._grammar._quote_ids
+        # a key ends at its closing quote: inside a key any token with a `"` can close it, elsewhere
+        # only one holding a whole key (two quotes or more: opening and closing)
+        ids = self._grammar._quote_ids if in_string and key is not None else self._grammar._quotes_ids
         if ids.size == 0:
             return
         target = bitmask[row]

@@ -70,6 +70,8 @@ def _advance(state: State, data: bytes) -> State | None:
 
 def decode_key(raw: bytes) -> str:
     """A JSON string's raw bytes (between the quotes) as the string it means."""
+    if b"\\" not in raw:  # no escape: the bytes are the text (the common case, without json.loads)
+        return raw.decode("utf-8", "replace")
     try:
         return json.loads(b'"' + raw + b'"')
     except ValueError:  # not valid yet per the wrapped grammar: compare the raw text
@@ -77,11 +79,11 @@ def decode_key(raw: bytes) -> str:
 
 
 @lru_cache(maxsize=8)
-def _quote_tokens(vocab: Vocabulary) -> tuple[np.ndarray, np.ndarray]:
-    """Ids of the tokens whose bytes contain `"`, and of those with two or more, int64 `[n]`."""
+def _quote_tokens(vocab: Vocabulary) -> tuple[list[int], list[int], list[int]]:
+    """Ids of the tokens holding at least one, two and three `"`: what can close a key inside
+    a key, where a key may start, and inside a value string."""
     quoted = [i for i, b in enumerate(vocab.token_bytes) if b is not None and b'"' in b]
-    return (np.array(quoted, dtype=np.int64),
-            np.array([i for i in quoted if vocab.token_bytes[i].count(b'"') > 1], dtype=np.int64))
+    return tuple([i for i in quoted if vocab.token_bytes[i].count(b'"') >= n] for n in (1, 2, 3))  # type: ignore[return-value]
 
 
 class UniqueKeysGrammar:
@@ -90,7 +92,7 @@ class UniqueKeysGrammar:
     def __init__(self, inner: CompiledGrammar, vocab: Vocabulary) -> None:
         self.inner = inner
         self.vocab = vocab
-        self._quote_ids, self._quotes_ids = _quote_tokens(vocab)
+        self._closers = _quote_tokens(vocab)
 
     @property
     def vocab_size(self) -> int:
@@ -121,19 +123,21 @@ class UniqueKeysMatcher:
         stack, in_string, _, key = self._states[-1]
         if not any(frame is not None and frame[0] for frame in stack):
             return  # no open object holds a key yet: nothing can repeat
-        # a key ends at its closing quote: inside a key any token with a `"` can close it, elsewhere
-        # only one holding a whole key (two quotes or more: opening and closing)
-        ids = self._grammar._quote_ids if in_string and key is not None else self._grammar._quotes_ids
-        if ids.size == 0:
+        # a key ends at its closing quote: inside a key any token with a `"` can close it; where a
+        # key may start, one holding a whole key (two quotes); in a value string, three
+        ids = self._grammar._closers[0 if key is not None else 2 if in_string else 1]
+        if not ids:
             return
         target = bitmask[row]
         host = target if target.device.type == "cpu" else target.cpu()
         words = host.numpy().view(np.uint32)  # [ceil(V/32)]; shares memory with `host`
-        allowed = ids[((words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1).astype(bool)]
         state = self._states[-1]
         token_bytes = self._grammar.vocab.token_bytes
-        for token_id in allowed.tolist():
-            if _advance(state, token_bytes[token_id]) is _DUPLICATE:
+        if len(ids) > 32:
+            index = np.asarray(ids, dtype=np.int64)
+            ids = index[((words[index >> 5] >> (index & 31).astype(np.uint32)) & 1).astype(bool)].tolist()
+        for token_id in ids:
+            if (int(words[token_id >> 5]) >> (token_id & 31)) & 1 and _advance(state, token_bytes[token_id]) is _DUPLICATE:
                 words[token_id >> 5] &= np.uint32(~(1 << (token_id & 31)) & 0xFFFFFFFF)
         if host is not target:
             target.copy_(host)

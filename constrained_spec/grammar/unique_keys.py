@@ -79,11 +79,15 @@ def decode_key(raw: bytes) -> str:
 
 
 @lru_cache(maxsize=8)
-def _quote_tokens(vocab: Vocabulary) -> tuple[list[int], list[int], list[int]]:
-    """Ids of the tokens holding at least one, two and three `"`: what can close a key inside
-    a key, where a key may start, and inside a value string."""
+def _quote_tokens(vocab: Vocabulary) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]:
+    """The tokens holding at least one, two and three `"` (what can close a key inside a key,
+    where a key may start, in a value string), each as (ids, their mask word, their bit), `[n]`."""
     quoted = [i for i, b in enumerate(vocab.token_bytes) if b is not None and b'"' in b]
-    return tuple([i for i in quoted if vocab.token_bytes[i].count(b'"') >= n] for n in (1, 2, 3))  # type: ignore[return-value]
+    out = []
+    for least in (1, 2, 3):
+        ids = np.array([i for i in quoted if vocab.token_bytes[i].count(b'"') >= least], dtype=np.int64)
+        out.append((ids, ids >> 5, (ids & 31).astype(np.uint32)))
+    return tuple(out)
 
 
 class UniqueKeysGrammar:
@@ -107,6 +111,7 @@ class UniqueKeysMatcher:
         self._grammar = grammar
         self._inner = inner
         self._states = states  # one per accepted token, after it; [0] = the start
+        self._host_of: tuple = (None, None)  # (the last CPU bitmask filled, its uint32 numpy view)
 
     @property
     def vocab_size(self) -> int:
@@ -126,21 +131,24 @@ class UniqueKeysMatcher:
         # a key ends at its closing quote: inside a key any token with a `"` can close it; where a
         # key may start, one holding a whole key (two quotes); in a value string, three
         ids = self._grammar._closers[0 if key is not None else 2 if in_string else 1]
-        if not ids:
+        if not ids[0].size:
             return
-        target = bitmask[row]
-        host = target if target.device.type == "cpu" else target.cpu()
-        words = host.numpy().view(np.uint32)  # [ceil(V/32)]; shares memory with `host`
+        if bitmask is self._host_of[0]:  # callers reuse one bitmask: torch views cost ~10 us a mask
+            host, words = bitmask, self._host_of[1][row]
+        else:
+            host = bitmask if bitmask.device.type == "cpu" else bitmask.cpu()
+            table = host.numpy().view(np.uint32)  # [rows, ceil(V/32)]; shares memory with `host`
+            if host is bitmask:
+                self._host_of = (bitmask, table)
+            words = table[row]
         state = self._states[-1]
         token_bytes = self._grammar.vocab.token_bytes
-        if len(ids) > 32:
-            index = np.asarray(ids, dtype=np.int64)
-            ids = index[((words[index >> 5] >> (index & 31).astype(np.uint32)) & 1).astype(bool)].tolist()
-        for token_id in ids:
-            if (int(words[token_id >> 5]) >> (token_id & 31)) & 1 and _advance(state, token_bytes[token_id]) is _DUPLICATE:
+        index, word, shift = ids
+        for token_id in index[(words[word] >> shift) & 1 == 1].tolist():
+            if _advance(state, token_bytes[token_id]) is _DUPLICATE:
                 words[token_id >> 5] &= np.uint32(~(1 << (token_id & 31)) & 0xFFFFFFFF)
-        if host is not target:
-            target.copy_(host)
+        if host is not bitmask:
+            bitmask[row].copy_(host[row])
 
     def accept_token(self, token_id: int) -> None:
         following = self._next(self._states[-1], token_id)

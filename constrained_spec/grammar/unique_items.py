@@ -8,12 +8,15 @@ container), and removes from the inner mask:
   of that array, compared as validators compare JSON values (1 == 1.0, true != 1, objects by
   their key/value pairs). This rule alone makes the result sound;
 - every token after which the item can only become a repeat: with the bytes the inner grammar
-  then forces, the item is a complete earlier value that cannot grow (a string, object, array or
-  literal; a number only where the grammar allows no further digit);
-- a `,` where the item schema is a finite enum (or booleans/null) and every value is used.
-The last two keep sampling out of states whose every continuation repeats an item. Where the
-grammar narrows an item to several values that are all used (rare: e.g. an enum property inside
-an object item), the mask would be empty and GrammarError says so: never a wrong output.
+  then forces it is a complete earlier value that cannot grow; a repeated number grows only into
+  spellings of itself (2.0 after 2); or, along an earlier item's text, no token within LOOKAHEAD
+  leads away (unless one plain byte the grammar allows already does);
+- a `,` where every value of a finite item domain (enums, booleans, integer ranges, closed
+  objects of those) is used.
+The last two keep sampling out of states whose every continuation repeats an item. Open-ended
+items (free strings, unbounded numbers) never need them. Where a schema still narrows an item to
+several used values beyond the lookahead, the mask would be empty and GrammarError says so:
+never a wrong output.
 
 Narrowing: an array that only some `anyOf`/`oneOf`/`if`/`then`/`else` branch marks `uniqueItems`
 is kept unique whichever branch it matches (never wider than the schema).
@@ -37,7 +40,7 @@ from .protocol import CompiledGrammar, GrammarError, GrammarMatcher
 from .unique_keys import decode_key
 from .vocabulary import Vocabulary
 
-__all__ = ["ItemSites", "UniqueItemsGrammar", "UniqueItemsMatcher", "has_unique_items", "item_key"]
+__all__ = ["ItemSites", "UniqueItemsGrammar", "UniqueItemsMatcher", "item_key"]
 
 _WS = b" \t\n\r"
 LOOKAHEAD = 4  # tokens a mask looks ahead along earlier items' text for a way to a new item
@@ -67,16 +70,6 @@ def _parse_key(text: bytes) -> Any | None:
         return item_key(json.loads(text))
     except (ValueError, RecursionError):
         return None
-
-
-def has_unique_items(schema: Any) -> bool:
-    """Whether `uniqueItems: true` appears anywhere in `schema` (outside enum/const data)."""
-    if isinstance(schema, list):
-        return any(has_unique_items(s) for s in schema)
-    if not isinstance(schema, dict):
-        return False
-    return schema.get("uniqueItems") is True or any(
-        has_unique_items(v) for k, v in schema.items() if k not in ("enum", "const", "default", "examples"))
 
 
 class ItemSites:

@@ -149,7 +149,7 @@ def compile_json_schema(
     if backend == "llguidance":
         from .llguidance_backend import compile_llguidance
 
-        return _cached(key, lambda: _no_repeated_keys(compile_llguidance("json_schema", schema_dict, vocab, whitespace=whitespace), vocab))
+        return _cached(key, lambda: _no_repeated_keys(compile_llguidance("json_schema", schema_dict, vocab, whitespace=whitespace), vocab, schema_dict))
 
     def native() -> CompiledGrammar:
         unique_items: list[str] = []
@@ -195,7 +195,7 @@ def _llguidance_or_native(
             except (GrammarError, RecursionError) as exc:
                 log.info("llguidance refused the schema (%s)", str(exc)[:200])
                 return None
-        compiled = _no_repeated_keys(compiled, vocab)
+        compiled = _no_repeated_keys(compiled, vocab, spec)
         if unique_items:  # llguidance has no uniqueItems: enforced on top, exactly
             from .unique_items import UniqueItemsGrammar
 
@@ -223,12 +223,53 @@ def _llguidance_or_native(
         return compiled
 
 
-def _no_repeated_keys(compiled: CompiledGrammar, vocab: Vocabulary) -> CompiledGrammar:
+def _no_repeated_keys(compiled: CompiledGrammar, vocab: Vocabulary, spec: Any) -> CompiledGrammar:
     """llguidance lets an object that admits undeclared keys repeat one (`{"id":1,"id":2}`,
-    where another anyOf branch declares `id`): no key twice in one object, as our compiler."""
+    where another anyOf branch declares `id`): no key twice in one object, as our compiler. Not
+    wrapped (about 10 us a mask) where `spec` (what llguidance compiled) admits no such object."""
+    if not _admits_undeclared_keys(spec):
+        return compiled
     from .unique_keys import UniqueKeysGrammar
 
     return UniqueKeysGrammar(compiled, vocab)
+
+
+_HOLDERS = {"$ref", "allOf", "anyOf", "oneOf", "$defs", "definitions", "$schema", "$id", "id", "$comment",
+            "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly", "x-guidance"}
+
+
+def _admits_undeclared_keys(spec: Any) -> bool:
+    """Whether some schema node in `spec` may describe an object with keys it does not declare
+    (over-approximated: a node that does not rule objects out and does not say
+    `additionalProperties: false` without patternProperties, other than a pure $ref/allOf/anyOf
+    holder whose parts are judged themselves)."""
+    todo = [spec]
+    while todo:
+        node = todo.pop()
+        if node is True:
+            return True
+        if not isinstance(node, dict):
+            continue
+        kinds = node.get("type")
+        objects = kinds is None or kinds == "object" or isinstance(kinds, list) and "object" in kinds
+        constrained = set(node) - _HOLDERS
+        fixed = "enum" in node or "const" in node
+        if objects and not fixed and (constrained or not set(node) & {"$ref", "allOf", "anyOf", "oneOf"}):
+            if node.get("additionalProperties", True) is not False or node.get("patternProperties"):
+                return True
+        arrays = kinds == "array" or isinstance(kinds, list) and "array" in kinds
+        if arrays and not fixed and "items" not in node:  # items of any value, objects among them
+            return True
+        for key, value in node.items():
+            if key in ("enum", "const", "default", "examples"):
+                continue
+            if isinstance(value, dict) and key in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"):
+                todo += list(value.values())  # name -> schema maps
+            elif isinstance(value, dict):
+                todo.append(value)
+            elif isinstance(value, list):
+                todo += value
+    return False
 
 
 def compile_json_object(vocab: Vocabulary, whitespace: str | None = None, backend: str = "default") -> CompiledGrammar:

@@ -206,3 +206,31 @@ def test_not_and_dependencies_rewritten_for_llguidance(schema, instances):
 def test_negations_llguidance_cannot_say_stay_with_ours():
     assert llguidance_schema({"not": {"enum": [1]}}, closed_objects=False) == {"not": {"enum": [1]}}  # llguidance refuses: ours
     assert llguidance_schema({"not": {"type": "integer"}}, closed_objects=False) == {"not": {"type": "integer"}}  # non-integer numbers
+
+
+@pytest.mark.parametrize("backend", ["default", "llguidance"])
+def test_no_key_twice_on_llguidance(backend):
+    """llguidance alone let an open object repeat a key another anyOf branch declares; under the
+    unique-keys wrapper no key appears twice. Closed schemas need no wrapper (no undeclared keys)."""
+    branches = {"anyOf": [{"type": "object", "properties": {"x": {}}, "required": ["id"]}, {"type": "object"}]}
+    compiled = compile_json_schema(branches, BYTES, backend=backend)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    assert _walk(compiled, branches, '{"id":null,"k":1}') and not _walk(compiled, branches, '{"id":null,"id":null}')
+    assert not _walk(compile_json_schema({"type": "object"}, BYTES, backend=backend), {"type": "object"}, '{"a":1,"a":2}')
+    closed = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "array", "items": {"$ref": "#/$defs/p"}}},
+              "additionalProperties": False, "$defs": {"p": {"type": "object", "properties": {"q": {"type": "integer"}}, "additionalProperties": False}}}
+    assert isinstance(compile_json_schema(closed, BYTES, backend=backend), LLGuidanceGrammar)
+
+
+@pytest.mark.parametrize("spec,admits", [
+    ({"type": "object"}, True), ({}, True), ({"type": "string"}, False), ({"anyOf": [{"type": "string"}, {"type": "integer"}]}, False),
+    ({"type": "object", "properties": {"a": {"enum": [{"x": 1}]}}, "additionalProperties": False}, False),
+    ({"type": "object", "properties": {"a": {"description": "any value"}}, "additionalProperties": False}, True),
+    ({"type": "object", "additionalProperties": False, "patternProperties": {"^x": {}}}, True),
+    ({"type": "object", "properties": {"a": {"type": "array"}}, "additionalProperties": False}, True),  # items: anything
+    ({"type": "array", "items": {"type": "object", "properties": {"k": {}}, "additionalProperties": False}}, True),  # k: anything
+])
+def test_which_schemas_admit_undeclared_keys(spec, admits):
+    from constrained_spec.grammar.compiler import _admits_undeclared_keys
+
+    assert _admits_undeclared_keys(spec) == admits

@@ -348,6 +348,13 @@ def _token_tables(vocab: Vocabulary) -> _Tables:
                    [data for data, _ in ordered], [i for _, i in ordered], escapes, as_ids(sorted(closing_more)))
 
 
+def _mask_words(matcher: GrammarMatcher) -> np.ndarray:
+    """The matcher's mask now, as packed uint32 words `[ceil(V/32)]` (lookahead probes)."""
+    mask = new_bitmask(1, matcher.vocab_size)
+    matcher.fill_bitmask(mask)
+    return mask[0].numpy().view(np.uint32)
+
+
 def _allowed(words: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """The ids among `ids` whose bit is set in the packed row `words` (uint32 `[W]`)."""
     if ids.size == 0:
@@ -399,13 +406,14 @@ class UniqueItemsMatcher:
         after = _advance(self._grammar.sites, state, text, data)
         if after is _DUPLICATE:
             return True
-        probe, forced, following = None, b"", []
+        probe, forced, written, following = None, b"", b"", []
         for frame in self._open_items(after):
             if frame.start < 0:
                 continue
             item = _tail(text, data, frame.start)
             keys = frame.keys
-            current = _parse_key(item.rstrip(_WS)) if item.rstrip(_WS)[-1:] in _VALUE_ENDS else None
+            stripped = item.rstrip(_WS)
+            current = _parse_key(stripped) if stripped[-1:] in _VALUE_ENDS else None
             if frame.open_ended:
                 if current in keys and current[0] != "n":
                     return True  # a complete string that is a repeat (a number may still grow)
@@ -421,21 +429,21 @@ class UniqueItemsMatcher:
             if probe is None:  # what the grammar forces next may complete the repeat
                 probe = inner.fork()
                 probe.accept_token(token_id)
-                forced = probe.forced_bytes(256)
-                if forced and _advance(self._grammar.sites, after, bytes(text) + data, forced) is _DUPLICATE:
+                forced, written = probe.forced_bytes(256), bytes(text) + data
+                if forced and _advance(self._grammar.sites, after, written, forced) is _DUPLICATE:
                     return True
             whole = (item + forced).rstrip(_WS)
             if _parse_key(whole) in keys:
                 value = json.loads(whole)
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or not self._number_can_grow(probe, forced):
                     return True
-                if depth > 0 and not forced and not self._number_goes_on(after, bytes(text) + data, probe, depth - 1):
+                if depth > 0 and not forced and not self._number_goes_on(after, written, probe, depth - 1):
                     return True  # it can grow only into spellings of the same number (2.0 after 2)
             longer = [e for e in ahead if len(e) > len(item)]
             if longer:
                 following.append((item, longer))
         if following and depth > 0:  # still on the text of earlier items: is there a way out?
-            return not self._alive(after, bytes(text) + data, probe, following, depth - 1)
+            return not self._alive(after, written, probe, following, depth - 1)  # `following` grows only past the probe
         return False
 
     def _way_out(self, inner: GrammarMatcher, token_id: int, item: bytes, ahead: list[bytes]) -> bool:
@@ -447,9 +455,7 @@ class UniqueItemsMatcher:
     def _alive(self, state: _State, text: bytes, matcher: GrammarMatcher, following: list[tuple[bytes, list[bytes]]], depth: int) -> bool:
         """Whether some token allowed at `state` leaves the text of every earlier item it is
         following, or leads (within `depth` tokens) to a state that does."""
-        mask = new_bitmask(1, matcher.vocab_size)
-        matcher.fill_bitmask(mask)
-        words = mask[0].numpy().view(np.uint32)
+        words = _mask_words(matcher)
         tokens: set[int] = set()
         for item, ahead in following:
             for earlier in ahead:
@@ -464,9 +470,7 @@ class UniqueItemsMatcher:
 
     def _number_goes_on(self, state: _State, text: bytes, matcher: GrammarMatcher, depth: int) -> bool:
         """Whether some token the grammar allows to go on with the number is not removed."""
-        mask = new_bitmask(1, matcher.vocab_size)
-        matcher.fill_bitmask(mask)
-        words = mask[0].numpy().view(np.uint32)
+        words = _mask_words(matcher)
         return any(not self._blocked(state, text, t, matcher, depth) for t in _allowed(words, self._grammar.tables.growth).tolist())
 
     def _along(self, rest: bytes) -> set[int]:
@@ -490,10 +494,7 @@ class UniqueItemsMatcher:
                     return True  # cannot follow it: assume it can grow (keeps the token)
                 matcher.accept_token(by_bytes[forced[:size]][0])
                 forced = forced[size:]
-        mask = new_bitmask(1, matcher.vocab_size)
-        matcher.fill_bitmask(mask)
-        words = mask[0].numpy().view(np.uint32)
-        return _allowed(words, self._grammar.tables.growth).size > 0
+        return _allowed(_mask_words(matcher), self._grammar.tables.growth).size > 0
 
     def _candidates(self, state: _State, words: np.ndarray) -> set[int]:
         """The allowed tokens `_blocked` may remove: those holding `" , ] }` or a digit, those

@@ -21,6 +21,7 @@ from urllib.parse import unquote
 
 from .json_ir import ANY_JSON as _ANY, EMPTY, Grammar, Lit, Node, RecursiveGrammar, Ref, Rep, Rx, alt, opt, regex_size, seq
 from .json_merge import ANNOTATIONS, STRUCTURAL, at, canonical, clean, merge, pointer
+from .json_negation import NON_INTEGER_NUMBER, split, ways_to_fail
 from .json_objects import Slot, members_body
 from .json_terminals import (
     FORMATS, INTEGER, KEY_CHAR, NON_STRING_FORMATS, NUMBER, PLAIN_CHAR, STRING_CHAR, int_range, multiple_of_int, number_range,
@@ -216,8 +217,14 @@ class _Translator:
             s = self.negate(s, path)
             if not isinstance(s, dict):  # every value but some: built already
                 return s
-            if "anyOf" in s:  # a negated object schema: one branch per way to fail it
-                return self.node(s, path)
+            if "anyOf" in s:  # one branch per way to fail the negated schema
+                try:
+                    return self.node(s, path)
+                except _Empty:
+                    raise
+                except GrammarError as exc:  # named where the user wrote it (branch paths are ours)
+                    reason = re.sub(r"^(?:not at \S+: )+", "", str(exc))
+                    raise GrammarError(f"not at {pointer(path, 'not')}: {reason}") from None
         if "if" in s:
             cond = s.pop("if")
             then, other = s.pop("then", True), s.pop("else", True)
@@ -388,6 +395,10 @@ class _Translator:
                 todo = list(part["anyOf"]) + todo
             else:
                 parts.append(part)
+        # not E1 and not E2 == not (E1 or E2); last, so no other negation follows the values left out
+        finite = [p for p in parts if isinstance(p, dict) and set(p) in ({"enum"}, {"const"}) and _enum_values(p) is not None]
+        if finite:
+            parts = [p for p in parts if not any(p is f for f in finite)] + [{"enum": [v for f in finite for v in _enum_values(f)]}]
         for i, part in enumerate(parts):
             if not isinstance(part, dict):
                 raise GrammarError(f"not at {where} is not expressible")
@@ -395,7 +406,7 @@ class _Translator:
                 have = _types_of(s.get("type"))
                 gone = _types_of(part["type"])
                 if "integer" in gone and "number" in have and "number" not in gone:
-                    raise GrammarError(f"not at {where}: 'numbers that are not integers' is not expressible")
+                    return self.non_integers(s, [t for t in have if t not in gone and t != "number"], parts[i + 1 :], where, path)
                 s["type"] = [t for t in have if t not in gone and not (t == "integer" and "number" in gone)]
             elif set(part) <= {"enum", "const"} and ("enum" in s or "const" in s):
                 drop = {canonical(v) for v in _enum_values(part) or []}
@@ -426,14 +437,34 @@ class _Translator:
                 # an array fails {items: S} iff it contains an item failing S
                 ways = [{"contains": {"not": part["items"]}}]
                 return self.negated_container(s, part, "array", ways, parts[i + 1 :], where)
-            else:
-                shown = json.dumps(part, ensure_ascii=False)
-                raise GrammarError(
-                    f"not at {where} ({shown[:120]}{'...' if len(shown) > 120 else ''}) is not expressible exactly (supported: not of a type, of a const/enum "
-                    "next to an enum, of required keys and property schemas of an object, at most "
-                    f"{MAX_OBJECT_FAILURES} of them)"
-                )
+            else:  # the union of the ways to fail it, each conjoined with s and negated further
+                groups = split(part)
+                held = {**s, "additionalProperties": False} if self.closed_objects and "additionalProperties" not in s else s
+                ways = [{"not": g} for g in groups] if len(groups) > 1 else ways_to_fail(part, held)
+                if ways is None:
+                    shown = json.dumps(part, ensure_ascii=False)
+                    raise GrammarError(
+                        f"not at {where} ({shown[:120]}{'...' if len(shown) > 120 else ''}) is not expressible exactly (not expressible: "
+                        "not of a pattern, format, multipleOf, uniqueItems or propertyNames, nor an undeclared key of an open object)"
+                    )
+                base = {**s, **({"not": {"anyOf": parts[i + 1 :]}} if parts[i + 1 :] else {})}
+                if not ways:
+                    raise _Empty(f"not at {where}: every value of the enclosing schema matches the negated one")
+                return {"anyOf": [{**base, "allOf": [*base.get("allOf", []), way]} for way in ways]}
         return s
+
+    def non_integers(self, s: dict, others: list[str], rest: list[Any], where: str, path: str) -> Node:
+        """s and not integer, where s admits numbers: its other types, and numbers with a fraction
+        (NON_INTEGER_NUMBER); exact where s bounds no number and no negation follows."""
+        if rest or {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "enum", "const"} & set(s):
+            raise GrammarError(f"not at {where}: 'numbers that are not integers' next to bounds, an enum or another not is not expressible")
+        nodes = [Rx(NON_INTEGER_NUMBER)]
+        if others:
+            try:
+                nodes.append(self.node({**s, "type": others}, path))
+            except _Empty:
+                pass
+        return alt(*nodes)
 
     def all_but(self, s: dict, values: list, rest: list[Any], where: str, path: str) -> Node:
         """s (no enum of its own) and not enum(values), one alternative per type of s: booleans

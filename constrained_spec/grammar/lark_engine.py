@@ -53,7 +53,9 @@ def compile_lark(
     try:
         parser = lark.Lark(text, parser="lalr", lexer=lexer, start=start)
     except Exception as e:  # lark raises several exception types for bad grammars
-        raise GrammarError(f"invalid Lark grammar: {e}") from e
+        parts = [part for part in str(e).split("\n\n") if part.strip()]  # one per LALR conflict
+        more = f"\n({len(parts) - 1} more like it)" if len(parts) > 1 else ""
+        raise GrammarError(f"invalid Lark grammar: {parts[0] if parts else e}{more}") from e
     if parser.options.postlex is not None:
         raise GrammarError("Lark postlexers (e.g. Indenter) are not supported")
     return LarkGrammar(parser, vocab, start, lexer, precompute)

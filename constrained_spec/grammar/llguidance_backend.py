@@ -27,6 +27,7 @@ import torch
 
 from ..bitmask import bitmask_width
 from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, pointer
+from .json_negation import MAX_ONE_OF, complement
 from .json_terminals import FORMAT_PATTERNS, NON_STRING_FORMATS
 from .protocol import GrammarError
 from .vocabulary import Vocabulary, trim_partial_utf8
@@ -252,6 +253,25 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         except (GrammarError, RecursionError):
             return False
 
+    def negation(negated: Any, context: dict) -> Any:
+        """`not negated` next to `context`, as a schema without `not`, or None."""
+        found = complement(negated, context, lambda ref: checks.resolve(ref, ""))
+        return found
+
+    def exclusive(options: list, siblings: dict) -> list | None:
+        """Overlapping oneOf branches as disjoint ones: B_i and not B_j for every j != i."""
+        if len(options) > MAX_ONE_OF:
+            return None
+        branches = []
+        for i, option in enumerate(options):
+            context = checks.deref(option) if isinstance(option, dict) else {}
+            context = {**({"type": siblings["type"]} if "type" in siblings else {}), **(context if isinstance(context, dict) else {})}
+            others = [negation(other, context) for j, other in enumerate(options) if j != i]
+            if any(o is None for o in others):
+                return None
+            branches.append({"allOf": [option, *others]})
+        return branches
+
     def finite_items(node: dict, path: str) -> bool:
         try:
             return "prefixItems" not in node and checks.unique_arrays(node.get("items", True), 0, None, path) is not None
@@ -267,10 +287,18 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
                 ignored.setdefault(key, pointer(path, key))
         out = dict(node)
         conditions = _dependencies_as_conditions(out)  # llguidance has neither, nor `not`:
-        positive = _negation_as_schema(out["not"], checks) if "not" in out else None  # exact forms
+        positive = negation(out["not"], {k: v for k, v in out.items() if k != "not"}) if "not" in out else None  # exact forms
         if positive is not None:
             del out["not"]
             conditions.append(positive)
+        if "if" in out:  # (if and then) or (not if and else), where `not if` is expressible
+            cond = out["if"]
+            against = negation(cond, {k: v for k, v in out.items() if k not in ("if", "then", "else")})
+            if against is not None:
+                then, other = out.pop("then", True), out.pop("else", True)
+                del out["if"]
+                branches = [{"allOf": [cond, then]}, *([{"allOf": [against, other]}] if against is not False else [])]
+                conditions.append({"anyOf": branches})
         if conditions:
             out["allOf"] = [*out.get("allOf", []), *conditions]
         formatted = None
@@ -282,7 +310,9 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         elif fmt is not None and ignored is not None and fmt not in NON_STRING_FORMATS:
             ignored.setdefault(f"format: {fmt}", pointer(path, "format"))
         one_of = out.get("oneOf")
-        if isinstance(one_of, list) and one_of and disjoint(one_of):  # at most one branch can match
+        if isinstance(one_of, list) and one_of and not disjoint(one_of):  # branch i and no other j
+            one_of = exclusive(one_of, out)
+        if isinstance(one_of, list) and one_of:  # at most one branch can match
             del out["oneOf"]
             if "anyOf" in out:
                 out["allOf"] = [*out.get("allOf", []), {"anyOf": one_of}]
@@ -335,8 +365,6 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
     return None if unsafe else rewritten
 
 
-_TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
-_QUIET = ANNOTATIONS | STRUCTURAL  # keywords that constrain nothing
 
 
 def _dependencies_as_conditions(node: dict) -> list[Any]:
@@ -353,41 +381,6 @@ def _dependencies_as_conditions(node: dict) -> list[Any]:
             present = {"required": [name, *need]} if isinstance(need, list) else {"allOf": [{"required": [name]}, need]}
             conditions.append({"anyOf": [{"properties": {name: False}}, present]})
     return conditions
-
-
-def _negation_as_schema(negated: Any, checks: Any, depth: int = 0) -> Any | None:
-    """A schema without `not` that admits exactly what `{"not": negated}` admits, for the forms
-    real schemas use: required keys (with property schemas that constrain nothing), types, `contains`
-    of such a form, `anyOf` of such forms, a `$ref` to one. None for any other form."""
-    if negated is False:
-        return {}
-    if not isinstance(negated, dict) or depth > 8:
-        return None
-    body = {k: v for k, v in negated.items() if k not in _QUIET}
-    if set(body) == {"$ref"}:
-        try:
-            return _negation_as_schema(checks.resolve(body["$ref"], ""), checks, depth + 1)
-        except (GrammarError, RecursionError):
-            return None
-    if set(body) == {"type"}:
-        gone = {body["type"]} if isinstance(body["type"], str) else set(body["type"]) if isinstance(body["type"], list) else None
-        if not gone or "integer" in gone and "number" not in gone:  # numbers that are not integers: no type says it
-            return None
-        kept = [t for t in _TYPES if t not in gone and not (t == "integer" and "number" in gone)]
-        return {"type": kept} if kept else None
-    trivial = lambda sub: sub is True or isinstance(sub, dict) and not set(sub) - _QUIET  # noqa: E731
-    names = body.get("required")
-    if (set(body) <= {"required", "properties"} and isinstance(names, list) and names and all(isinstance(n, str) for n in names)
-            and all(trivial(sub) for sub in body.get("properties", {}).values())):
-        absent = [{"properties": {name: False}} for name in dict.fromkeys(names)]
-        return {"type": "object", **(absent[0] if len(absent) == 1 else {"anyOf": absent})}
-    if set(body) == {"contains"}:  # no item matches: every item fails it
-        items = _negation_as_schema(body["contains"], checks, depth + 1)
-        return None if items is None else {"type": "array", "items": items}
-    if set(body) == {"anyOf"} and isinstance(body["anyOf"], list) and body["anyOf"]:
-        parts = [_negation_as_schema(sub, checks, depth + 1) for sub in body["anyOf"]]
-        return None if any(p is None for p in parts) else {"allOf": parts}
-    return None
 
 
 def _without_forcing(grammar: str) -> str:

@@ -211,7 +211,7 @@ def test_closed_objects_option():
     ({"type": "object", "properties": {"p": {"unevaluatedProperties": False}}}, "unevaluatedProperties", "/properties/p/unevaluatedProperties"),
     ({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, "oneOf", "/oneOf"),
     ({"type": "string", "pattern": "a.*b", "maxLength": 4}, "pattern", "/pattern"),
-    ({"not": {"minimum": 3}}, "not", "/not"),
+    ({"not": {"multipleOf": 3}}, "not", "/not"),
     ({"$ref": "https://example.com/other.json"}, r"\$ref", r"/\$ref"),
 ])
 def test_refusals_name_keyword_and_pointer(schema, keyword, where):

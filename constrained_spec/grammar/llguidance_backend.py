@@ -211,6 +211,7 @@ _MAP = ("properties", "patternProperties", "$defs", "definitions")
 # `contains` with maxContains, or a condition, a narrower part makes a wider whole.
 _UNSAFE = {"allOf", "oneOf", "not", "contains", "if", "then", "else", "dependencies", "dependentSchemas",
            "dependentRequired", "unevaluatedProperties", "$dynamicRef", "$recursiveRef"}
+_QUIET = ANNOTATIONS | STRUCTURAL  # keywords that constrain nothing
 _OBJECT_KEYWORDS = {"type", "properties", "required", "additionalProperties", "patternProperties",
                     "propertyNames", "minProperties", "maxProperties", "enum", "const"}
 
@@ -241,7 +242,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
     (exact_unique) and under a negation it is left to our compiler."""
     if isinstance(schema, bool):
         return schema
-    from .json_schema import _Translator  # noqa: PLC0415 (the rewrite asks the compiler's own checks)
+    from .json_schema import _enum_values, _Translator  # noqa: PLC0415 (the rewrite asks the compiler's own checks)
 
     unsafe = False
     known = VALIDATION | STRUCTURAL | ANNOTATIONS
@@ -272,7 +273,34 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
             branches.append({"allOf": [option, *others]})
         return branches
 
+    inlining: set[str] = set()
+
+    def merged_ref(node: Any, path: str, negated: bool) -> Any:
+        """An allOf member; a `$ref` there is its target, one level inlined: llguidance merges
+        allOf members and cannot merge a reference into a cycle ("circular references with
+        sibling keys"); the target's own references stay references."""
+        ref = node.get("$ref") if isinstance(node, dict) and not set(node) - {"$ref"} - _QUIET else None
+        if not isinstance(ref, str) or ref in inlining:
+            return rewrite(node, path, negated)
+        try:
+            target = checks.resolve(ref, "")
+        except (GrammarError, RecursionError):
+            return rewrite(node, path, negated)
+        inlining.add(ref)
+        try:
+            return rewrite(target, path, negated)
+        finally:
+            inlining.discard(ref)
+
     def finite_items(node: dict, path: str) -> bool:
+        """Items over a small finite domain that our compiler enumerates, where the wrapper on
+        top could meet a dead end: not scalar enums (at a `,` the wrapper knows when all their
+        values are used), which stay on llguidance (our compiler takes 20-50 s on schemas as
+        large as asconfig's)."""
+        items = checks.deref(node.get("items", True))
+        values = _enum_values(items) if isinstance(items, dict) and set(items) - _QUIET <= {"enum", "const", "type"} else None
+        if values is not None and not any(isinstance(v, (dict, list)) for v in values):
+            return False
         try:
             return "prefixItems" not in node and checks.unique_arrays(node.get("items", True), 0, None, path) is not None
         except (GrammarError, RecursionError):
@@ -337,9 +365,13 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         for k in _ONE:
             if isinstance(out.get(k), dict):
                 out[k] = rewrite(out[k], pointer(path, k), negated)
-        for k in (*_LIST, "allOf"):  # allOf for its formats (closing marked it unsafe)
+        if "$ref" in out and set(out) & VALIDATION - {"$ref"}:  # siblings of a $ref: both hold
+            out["allOf"] = [*out.get("allOf", []), {"$ref": out.pop("$ref")}]
+        for k in _LIST:
             if isinstance(out.get(k), list):
                 out[k] = [rewrite(v, pointer(path, k, i), negated) for i, v in enumerate(out[k])]
+        if isinstance(out.get("allOf"), list):  # for its formats (closing marked it unsafe)
+            out["allOf"] = [merged_ref(v, pointer(path, "allOf", i), negated) for i, v in enumerate(out["allOf"])]
         for k in _MAP:
             if isinstance(out.get(k), dict):
                 out[k] = {name: rewrite(v, pointer(path, k, name), negated) for name, v in out[k].items()}

@@ -24,8 +24,13 @@ SUITE = Path(__file__).parent.parent / "data" / "json_schema_test_suite"
 def test_llguidance_where_it_accepts_native_where_it_refuses():
     plain = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
     assert isinstance(engine_of(compile_json_schema(plain, BYTES)), LLGuidanceGrammar)
-    finite_unique = {"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": True}  # llguidance refuses uniqueItems
-    assert isinstance(compile_json_schema(finite_unique, BYTES), CompiledRegex)
+    # llguidance refuses uniqueItems: enforced on top, scalar enums included (the wrapper knows
+    # at a `,` when every value is used)
+    finite_unique = {"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": True}
+    compiled = compile_json_schema(finite_unique, BYTES)
+    assert isinstance(compiled, UniqueItemsGrammar) and isinstance(engine_of(compiled.inner), LLGuidanceGrammar)
+    for text in ["[]", "[1,2]", "[2]", "[1,1]", "[1,2,1]", "[1,1.0]"]:
+        assert _walk(compiled, finite_unique, text) == _valid(finite_unique, text), text
     # where both refuse, the error is ours: keyword and pointer named
     with pytest.raises(GrammarError, match="oneOf at /oneOf: branches may overlap"):
         compile_json_schema({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, BYTES)

@@ -14,6 +14,7 @@ read (with its escape state, and its raw bytes when it is a key).
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -76,6 +77,15 @@ def decode_key(raw: bytes) -> str:
         return json.loads(b'"' + raw + b'"')
     except ValueError:  # not valid yet per the wrapped grammar: compare the raw text
         return raw.decode("utf-8", "replace")
+
+
+@lru_cache(maxsize=8)
+def _by_bytes(vocab: Vocabulary) -> tuple[list[bytes], list[int], list[int]]:
+    """Every token's bytes sorted (for the tokens starting with given bytes), their ids, and the
+    tokens with a backslash before their first `"` (which can close a key spelled with escapes)."""
+    pairs = sorted((b, i) for i, b in enumerate(vocab.token_bytes) if b is not None)
+    escaped = [i for i, b in enumerate(vocab.token_bytes) if b is not None and b"\\" in b.split(b'"', 1)[0] and b'"' in b]
+    return [b for b, _ in pairs], [i for _, i in pairs], escaped
 
 
 @lru_cache(maxsize=8)
@@ -143,12 +153,46 @@ class UniqueKeysMatcher:
             words = table[row]
         state = self._states[-1]
         token_bytes = self._grammar.vocab.token_bytes
-        index, word, shift = ids
-        for token_id in index[(words[word] >> shift) & 1 == 1].tolist():
-            if _advance(state, token_bytes[token_id]) is _DUPLICATE:
-                words[token_id >> 5] &= np.uint32(~(1 << (token_id & 31)) & 0xFFFFFFFF)
+        if key is not None and b"\\" not in key and self._mask_key_ends(stack[-1][0], key, words, state):
+            pass  # inside a key: only the tokens that complete an earlier key, found by their bytes
+        else:
+            index, word, shift = ids
+            if index.size <= 32:  # a few candidates: Python reads their bits faster than numpy selects them
+                item = words.item
+                allowed = [token_id for token_id in index.tolist() if item(token_id >> 5) >> (token_id & 31) & 1]
+            else:
+                allowed = index[(words[word] >> shift) & 1 == 1].tolist()
+            for token_id in allowed:
+                if _advance(state, token_bytes[token_id]) is _DUPLICATE:
+                    words[token_id >> 5] &= np.uint32(~(1 << (token_id & 31)) & 0xFFFFFFFF)
         if host is not bitmask:
             bitmask[row].copy_(host[row])
+
+    def _mask_key_ends(self, keys: frozenset, typed: bytes, words: np.ndarray, state: State) -> bool:
+        """Inside a key whose bytes so far are `typed` (no escape): clear the tokens that close it
+        as one of `keys`, i.e. start with an earlier key's remaining bytes and its quote (a
+        bisection in the sorted vocabulary per such key), and check the few tokens that could
+        close it through an escape. False (nothing done) where a key needs escapes to be written."""
+        ends = []
+        for name in keys:
+            raw = name.encode("utf-8")
+            if raw.startswith(typed):
+                if any(c in raw for c in b'"\\') or min(raw, default=32) < 32:
+                    return False  # written with escapes: the general path compares decoded keys
+                ends.append(raw[len(typed):] + b'"')
+        sorted_bytes, sorted_ids, escaped = _by_bytes(self._grammar.vocab)
+        item = words.item
+        for end in ends:
+            at = bisect_left(sorted_bytes, end)
+            while at < len(sorted_bytes) and sorted_bytes[at].startswith(end):
+                token_id = sorted_ids[at]
+                words[token_id >> 5] &= np.uint32(~(1 << (token_id & 31)) & 0xFFFFFFFF)
+                at += 1
+        token_bytes = self._grammar.vocab.token_bytes
+        for token_id in escaped:
+            if item(token_id >> 5) >> (token_id & 31) & 1 and _advance(state, token_bytes[token_id]) is _DUPLICATE:
+                words[token_id >> 5] &= np.uint32(~(1 << (token_id & 31)) & 0xFFFFFFFF)
+        return True
 
     def accept_token(self, token_id: int) -> None:
         following = self._next(self._states[-1], token_id)

@@ -84,3 +84,47 @@ def test_random_walks_never_repeat_a_key(setup):
                 break
             pieces.append(TOKENS[token])
     assert complete >= 30  # the walks do finish objects, so the check above ran
+
+
+def test_key_ends_found_by_bytes_equal_the_general_path(smollm2_vocab, monkeypatch):
+    """Inside a key the wrapper finds the tokens that would close an earlier key by bisecting the
+    sorted vocabulary; on the real vocabulary its masks equal the general path's (every allowed
+    token with a quote advanced byte by byte), at every step of seeded walks (N = 30) through
+    objects whose keys share prefixes, hold non-ASCII text or need escapes."""
+    from constrained_spec.grammar.unique_keys import UniqueKeysMatcher
+
+    vocab = smollm2_vocab
+    grammar = compile(json_object=True, vocab=vocab)
+    keys = ["a", "ab", "abc", "name", "names", "näme", "x y", 'q"t', "c\\d", "id", "i"]
+    rng = random.Random(3)
+    general = UniqueKeysMatcher._mask_key_ends
+    compared = 0
+    for _ in range(30):
+        chosen = rng.sample(keys, 6)
+        text = "{" + ",".join(json.dumps(k, ensure_ascii=rng.random() < 0.2) + ":1" for k in chosen) + "}"
+        matcher = grammar.matcher()
+        for token_id in _greedy_ids(vocab, text):
+            fast = new_bitmask(1, vocab.size)
+            matcher.fill_bitmask(fast)
+            monkeypatch.setattr(UniqueKeysMatcher, "_mask_key_ends", lambda *args: False)
+            slow = new_bitmask(1, vocab.size)
+            matcher.fill_bitmask(slow)
+            monkeypatch.setattr(UniqueKeysMatcher, "_mask_key_ends", general)
+            assert (fast == slow).all(), text
+            compared += 1
+            matcher.accept_token(token_id)
+    assert compared > 500
+
+
+def _greedy_ids(vocab, text: str) -> list[int]:
+    """`text` as the longest-prefix tokenization on `vocab` (tokens that are whole bytes)."""
+    data, ids, by_bytes = text.encode(), [], {b: i for i, b in enumerate(vocab.token_bytes) if b}
+    while data:
+        for size in range(min(len(data), 16), 0, -1):
+            if data[:size] in by_bytes:
+                ids.append(by_bytes[data[:size]])
+                data = data[size:]
+                break
+        else:
+            raise AssertionError(f"no token for {data[:4]!r}")
+    return ids

@@ -79,9 +79,9 @@ class LLGuidanceGrammar:
         self.grammar = grammar
         self.vocab = vocab
         self.tokenizer = _ll_tokenizer(vocab)
-        probe = self._new()  # compile once now so errors surface at compile time
-        if probe.is_error():
-            raise GrammarError(f"llguidance rejected the grammar: {probe.get_error()}")
+        self._start = self._new()  # compiled once, here, so errors surface at compile time
+        if self._start.is_error():
+            raise GrammarError(f"llguidance rejected the grammar: {self._start.get_error()}")
 
     def _new(self) -> Any:
         import llguidance
@@ -93,7 +93,9 @@ class LLGuidanceGrammar:
         return self.vocab.size
 
     def matcher(self) -> "LLGuidanceMatcher":
-        return LLGuidanceMatcher(self, self._new(), 0)
+        # a copy of the start state (never advanced itself): constructing LLMatcher compiles
+        # the grammar again (10,000 properties: ~10 s; a copy takes 9 ms)
+        return LLGuidanceMatcher(self, self._start.deep_copy(), 0)
 
 
 class LLGuidanceMatcher:
@@ -120,9 +122,11 @@ class LLGuidanceMatcher:
                 eos = self._compiled.vocab.eos_token_id
                 bitmask[row, eos // 32] = torch.tensor(1 << (eos % 32), dtype=torch.int64).to(torch.int32)
             return
-        from llguidance.torch import fill_next_token_bitmask
-
-        fill_next_token_bitmask(self._inner, bitmask, row)
+        if bitmask.device.type != "cpu" or bitmask.stride(1) != 1:
+            raise GrammarError("llguidance fills a contiguous CPU bitmask; pass one and copy it to the device")
+        # what llguidance.torch.fill_next_token_bitmask does, without importing that module:
+        # its @torch.compile decorator costs ~2 s at first use (the first mask of a process)
+        self._inner.unsafe_compute_mask_ptr(bitmask.data_ptr() + row * bitmask.stride(0) * 4, width * 4)
 
     def accept_token(self, token_id: int) -> None:
         token_id = int(token_id)

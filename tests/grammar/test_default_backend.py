@@ -239,3 +239,40 @@ def test_which_schemas_admit_undeclared_keys(spec, admits):
     from constrained_spec.grammar.compiler import _admits_undeclared_keys
 
     assert _admits_undeclared_keys(spec) == admits
+
+
+def test_llguidance_matchers_copy_a_pristine_start_state():
+    """matcher() copies the compiled start state (constructing an LLMatcher recompiles the
+    grammar: seconds for large schemas); copies are independent, the start never advances."""
+    from constrained_spec.grammar.llguidance_backend import compile_llguidance
+
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"], "additionalProperties": False}
+    grammar = compile_llguidance("json_schema", schema, BYTES)
+    first = grammar.matcher()
+    for byte in b'{"a":1}':
+        first.accept_token(byte)
+    assert first.is_accepting()
+    second = grammar.matcher()  # after `first` advanced: still at the start
+    assert second.validate_tokens(list(b'{"a":2}')) == 7 and not second.is_accepting()
+    assert second.validate_tokens([ord("}")]) == 0
+
+
+def test_first_mask_does_not_import_llguidance_torch():
+    """llguidance.torch compiles a kernel with @torch.compile at import (~2 s, the first mask of
+    a process used to pay it); our matcher calls llguidance's mask function directly."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch\n"
+        "from constrained_spec.grammar import Vocabulary, compile_json_schema\n"
+        "from constrained_spec.bitmask import new_bitmask\n"
+        "v = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)\n"
+        "m = compile_json_schema({'type': 'object', 'properties': {'a': {'type': 'string'}}}, v, backend='llguidance').matcher()\n"
+        "mask = new_bitmask(2, v.size); m.fill_bitmask(mask, 1)\n"
+        "assert int(mask[0].abs().sum()) == 0 and int((mask[1] >> 27 & 1)[3]) == 1  # row 1 only; '{' (123) allowed\n"
+        "print('llguidance.torch' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "False"

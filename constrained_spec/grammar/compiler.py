@@ -180,15 +180,17 @@ def _llguidance_or_native(
 
     ignored: dict[str, str] = {}
     narrowed: dict[str, str] = {}
-    rewritten = []  # whether llguidance_schema gave a schema, per call
+    rewritten: list[Any] = []  # what llguidance_schema gave, per call
 
-    def on_llguidance(exact_unique: bool) -> CompiledGrammar | None:
-        """The rewritten schema compiled by llguidance, None where it cannot take it."""
+    def on_llguidance(exact_unique: bool, narrow: bool = False) -> CompiledGrammar | None:
+        """The rewritten schema compiled by llguidance, None where it cannot take it (or, when
+        narrowing, where narrowing changes nothing in what llguidance refused already)."""
         unique_items: list[str] = []
         with deep_recursion():
-            spec = llguidance_schema(schema, closed_objects, ignored, narrowed, exact_unique=exact_unique, unique_items=unique_items)
-            rewritten.append(spec is not None)
-            if spec is None:
+            spec = llguidance_schema(schema, closed_objects, ignored, narrowed, exact_unique=exact_unique, unique_items=unique_items,
+                                     narrow_fractions=narrow)
+            rewritten.append(spec)
+            if spec is None or (narrow and spec == rewritten[0]):
                 return None
             try:
                 compiled = compile_llguidance("json_schema", spec, vocab, whitespace=whitespace)
@@ -214,10 +216,11 @@ def _llguidance_or_native(
     try:
         return native()
     except GrammarError:
-        # uniqueItems over a small finite domain: ours enumerates it; where ours refuses the
-        # schema, llguidance with uniqueItems on top (unique_items.py) takes it (only where the
-        # first rewrite was declined: otherwise llguidance has refused this very schema)
-        compiled = None if rewritten[0] else on_llguidance(exact_unique=False)
+        # where ours refuses too: llguidance with uniqueItems on top (unique_items.py) over the
+        # small finite domains ours would enumerate, and negations that need numbers that are
+        # not integers narrowed to other values (logged); tried only where this changes what
+        # llguidance refused already
+        compiled = on_llguidance(exact_unique=False, narrow=True)
         if compiled is None:
             raise
         return compiled

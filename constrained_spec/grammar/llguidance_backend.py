@@ -21,7 +21,7 @@ import json
 import re
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -226,7 +226,7 @@ _OBJECT_KEYWORDS = {"type", "properties", "required", "additionalProperties", "p
 # A format neither knows constrains nothing (as for our compiler) and is left out.
 def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str] | None = None,
                       narrowed: dict[str, str] | None = None, exact_unique: bool = True,
-                      unique_items: list[str] | None = None) -> Any | None:
+                      unique_items: list[str] | None = None, narrow_fractions: bool = False) -> Any | None:
     """`schema` as the default backend hands it to llguidance, or None where our compiler must
     take it. Changed: formats become our patterns (next to a pattern of the schema's own, in an
     allOf: both hold), formats neither engine knows are left out; with closed_objects, every
@@ -258,12 +258,16 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         except (GrammarError, RecursionError):
             return False
 
-    def negation(negated: Any, context: dict) -> Any:
-        """`not negated` next to `context`, as a schema without `not`, or None."""
-        found = complement(negated, context, lambda ref: checks.resolve(ref, ""))
-        return found
+    def negation(negated: Any, context: dict, path: str) -> Any:
+        """`not negated` next to `context`, as a schema without `not`, or None (with
+        narrow_fractions: a narrower one where it needs numbers that are not integers)."""
+        def narrow(why: str) -> None:
+            if narrowed is not None:
+                narrowed.setdefault(path, why)
 
-    def exclusive(options: list, siblings: dict) -> list | None:
+        return complement(negated, context, lambda ref: checks.resolve(ref, ""), narrow=narrow if narrow_fractions else None)
+
+    def exclusive(options: list, siblings: dict, path: str) -> list | None:
         """Overlapping oneOf branches as disjoint ones: B_i and not B_j for every j != i."""
         if len(options) > MAX_ONE_OF:
             return None
@@ -271,7 +275,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         for i, option in enumerate(options):
             context = checks.deref(option) if isinstance(option, dict) else {}
             context = {**({"type": siblings["type"]} if "type" in siblings else {}), **(context if isinstance(context, dict) else {})}
-            others = [negation(other, context) for j, other in enumerate(options) if j != i]
+            others = [negation(other, context, path) for j, other in enumerate(options) if j != i]
             if any(o is None for o in others):
                 return None
             branches.append({"allOf": [option, *others]})
@@ -317,15 +321,16 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         if ignored is not None:
             for key in node.keys() - known:
                 ignored.setdefault(key, pointer(path, key))
-        out = dict(node)
+        out = _names_as_properties(dict(node), closed_objects, checks.deref)
         conditions = _dependencies_as_conditions(out)  # llguidance has neither, nor `not`:
-        positive = negation(out["not"], {k: v for k, v in out.items() if k != "not"}) if "not" in out else None  # exact forms
+        conditions += _min_properties_as_condition(out)
+        positive = negation(out["not"], {k: v for k, v in out.items() if k != "not"}, pointer(path, "not")) if "not" in out else None
         if positive is not None:
             del out["not"]
             conditions.append(positive)
         if "if" in out:  # (if and then) or (not if and else), where `not if` is expressible
             cond = out["if"]
-            against = negation(cond, {k: v for k, v in out.items() if k not in ("if", "then", "else")})
+            against = negation(cond, {k: v for k, v in out.items() if k not in ("if", "then", "else")}, pointer(path, "if"))
             if against is not None:
                 then, other = out.pop("then", True), out.pop("else", True)
                 del out["if"]
@@ -343,7 +348,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
             ignored.setdefault(f"format: {fmt}", pointer(path, "format"))
         one_of = out.get("oneOf")
         if isinstance(one_of, list) and one_of and not disjoint(one_of):  # branch i and no other j
-            one_of = exclusive(one_of, out)
+            one_of = exclusive(one_of, out, pointer(path, "oneOf"))
         if isinstance(one_of, list) and one_of:  # at most one branch can match
             del out["oneOf"]
             if "anyOf" in out:
@@ -401,6 +406,75 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
     return None if unsafe else rewritten
 
 
+
+
+def _min_properties_as_condition(node: dict) -> list[Any]:
+    """llguidance takes minProperties only where every listed property is required. minProperties
+    m at most one above the required count is "an optional listed key present, or none of them
+    and m keys" (exact; each branch is one llguidance takes); popped from `node`, returned for
+    an allOf. Larger gaps and maxProperties are left (llguidance refuses, our compiler decides)."""
+    least, props, required = node.get("minProperties"), node.get("properties", {}), node.get("required", [])
+    if not isinstance(least, int) or isinstance(least, bool) or not isinstance(props, dict) or not isinstance(required, list):
+        return []
+    optional = [name for name, sub in props.items() if sub is not False and name not in required]
+    if least > len(set(required)) + 1 or not optional or len(optional) > 32:
+        return []
+    del node["minProperties"]
+    if least <= len(set(required)):
+        return []  # the required keys already count that many
+    none = {"properties": dict.fromkeys(optional, False), "minProperties": least}
+    return [{"anyOf": [*({"required": [name]} for name in optional), none]}]
+
+
+def _names_as_properties(node: dict, closed_objects: bool = False, deref: Callable[[Any], Any] = lambda s: s) -> dict:
+    """propertyNames (which llguidance does not implement) where it is a name pattern, length,
+    format or enum, and no patternProperties could disagree: listed names it refuses become
+    `false`; undeclared names must match it (patternProperties with additionalProperties' schema,
+    where no listed name could also match, or the enum's names listed). Exact; any other form
+    is left (llguidance refuses, our compiler decides)."""
+    names = node.get("propertyNames")
+    if names is None:
+        return node
+    try:
+        names = deref(names)
+    except (GrammarError, RecursionError):
+        return node
+    names = {k: v for k, v in names.items() if k not in _QUIET and not (k == "type" and v == "string")} if isinstance(names, dict) else names
+    extra, props = node.get("additionalProperties", False if closed_objects else True), node.get("properties", {})
+    if names == {} or names is True:
+        return {k: v for k, v in node.items() if k != "propertyNames"}
+    if not isinstance(names, dict) or node.get("patternProperties") or not isinstance(extra, (bool, dict)) or not isinstance(props, dict):
+        return node
+    values = names.get("enum", [names["const"]] if "const" in names else None)
+    pattern = _name_pattern(names) if values is None else None
+    if values is None and pattern is None or values is not None and (set(names) - {"enum", "const"} or not all(isinstance(v, str) for v in values)):
+        return node
+    try:
+        allowed = (lambda name: name in values) if values is not None else (lambda name: re.search(pattern, name) is not None)
+        out = {k: v for k, v in node.items() if k != "propertyNames"}
+        out["properties"] = {name: (sub if allowed(name) else False) for name, sub in props.items()}
+    except re.error:
+        return node
+    if extra is not False and values is not None:
+        out["properties"].update({name: extra for name in values if name not in props})
+        out["additionalProperties"] = False
+    elif extra is not False:
+        if extra is not True and any(sub is not False for sub in out["properties"].values()):
+            return node  # the pattern's schema would apply to listed names too
+        out["patternProperties"], out["additionalProperties"] = {pattern: extra}, False
+    return out
+
+
+def _name_pattern(names: dict) -> str | None:
+    """A regex for the names a propertyNames schema of one string keyword admits, or None."""
+    if set(names) == {"pattern"} and isinstance(names["pattern"], str):
+        return names["pattern"]
+    if set(names) == {"format"} and names["format"] in FORMAT_PATTERNS:
+        return f"^(?:{FORMAT_PATTERNS[names['format']]})$"
+    lengths = {k: v for k, v in names.items() if k in ("minLength", "maxLength")}
+    if lengths and set(names) == set(lengths) and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in lengths.values()):
+        return f"^[\\s\\S]{{{lengths.get('minLength', 0)},{lengths.get('maxLength', '')}}}$"
+    return None
 
 
 def _dependencies_as_conditions(node: dict) -> list[Any]:

@@ -33,7 +33,7 @@ def test_llguidance_where_it_accepts_native_where_it_refuses():
         assert _walk(compiled, finite_unique, text) == _valid(finite_unique, text), text
     # where both refuse, the error is ours: keyword and pointer named
     with pytest.raises(GrammarError, match="oneOf at /oneOf: branches may overlap"):
-        compile_json_schema({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, BYTES)
+        compile_json_schema({"oneOf": [{"type": "string"}, {"pattern": "^a"}]}, BYTES)  # not of a pattern
 
 
 def test_disjoint_one_of_and_unique_items_stay_on_llguidance(caplog):
@@ -276,3 +276,29 @@ def test_first_mask_does_not_import_llguidance_torch():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "False"
+
+
+NAMES_AND_COUNTS = [  # llguidance refuses propertyNames, and minProperties next to optional keys
+    ({"type": "object", "propertyNames": {"pattern": "^[a-z]+$"}, "properties": {"ab": {"type": "integer"}, "Zz": {}}},
+     ["{}", '{"ab":1}', '{"ab":"x"}', '{"Zz":1}', '{"cd":null}', '{"c1":2}']),
+    ({"type": "object", "propertyNames": {"maxLength": 2}, "additionalProperties": {"type": "integer"}}, ["{}", '{"ab":1}', '{"abc":1}', '{"a":"x"}']),
+    ({"type": "object", "propertyNames": {"enum": ["a", "b"]}, "properties": {"a": {"type": "string"}, "c": {}}},
+     ['{"a":"x"}', '{"b":[]}', '{"c":1}', '{"a":1}', '{"d":1}']),
+    ({"type": "object", "propertyNames": {"format": "uuid"}}, ['{"123e4567-e89b-12d3-a456-426614174000":1}', '{"x":1}']),
+    ({"type": "object", "propertyNames": {"$ref": "#/$defs/key"}, "additionalProperties": {"enum": [1, 2]}, "$defs": {"key": {"type": "string", "pattern": "^k[0-9]$"}}},
+     ['{"k1":1}', '{"k1":3}', '{"kk":1}', '{"k1":1,"k2":2}']),
+    ({"type": "object", "properties": {"a": {"type": "integer"}, "b": {}}, "minProperties": 1}, ["{}", '{"a":1}', '{"b":1}', '{"c":1}', '{"a":"x"}']),
+    ({"type": "object", "properties": {"a": {}, "b": {}, "r": {}}, "required": ["r"], "minProperties": 2, "additionalProperties": False},
+     ['{"r":1}', '{"a":1,"r":1}', '{"b":2,"r":1}', '{"a":1,"b":1,"r":1}']),
+    ({"type": "object", "properties": {"a": {}}, "required": ["a"], "minProperties": 1}, ['{"a":1}', "{}"]),
+]
+
+
+@pytest.mark.parametrize("schema, texts", NAMES_AND_COUNTS, ids=range(len(NAMES_AND_COUNTS)))
+def test_property_names_and_min_properties_stay_on_llguidance(schema, texts):
+    """Rewritten exactly (llguidance_backend._names_as_properties, _min_properties_as_condition):
+    the schema stays on llguidance, and acceptance equals jsonschema's."""
+    compiled = compile_json_schema(schema, BYTES)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    for text in texts:
+        assert _walk(compiled, schema, text) == _valid(schema, text), text

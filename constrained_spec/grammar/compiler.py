@@ -182,15 +182,14 @@ def _llguidance_or_native(
     narrowed: dict[str, str] = {}
     rewritten: list[Any] = []  # what llguidance_schema gave, per call
 
-    def on_llguidance(exact_unique: bool, narrow: bool = False) -> CompiledGrammar | None:
-        """The rewritten schema compiled by llguidance, None where it cannot take it (or, when
-        narrowing, where narrowing changes nothing in what llguidance refused already)."""
+    def on_llguidance(exact_unique: bool) -> CompiledGrammar | None:
+        """The rewritten schema compiled by llguidance, None where it cannot take it (on the
+        second try, also where the rewrite is the one llguidance refused already)."""
         unique_items: list[str] = []
         with deep_recursion():
-            spec = llguidance_schema(schema, closed_objects, ignored, narrowed, exact_unique=exact_unique, unique_items=unique_items,
-                                     narrow_fractions=narrow)
+            spec = llguidance_schema(schema, closed_objects, ignored, narrowed, exact_unique=exact_unique, unique_items=unique_items)
             rewritten.append(spec)
-            if spec is None or (narrow and spec == rewritten[0]):
+            if spec is None or (len(rewritten) > 1 and spec == rewritten[0]):
                 return None
             try:
                 compiled = compile_llguidance("json_schema", spec, vocab, whitespace=whitespace)
@@ -216,11 +215,10 @@ def _llguidance_or_native(
     try:
         return native()
     except GrammarError:
-        # where ours refuses too: llguidance with uniqueItems on top (unique_items.py) over the
-        # small finite domains ours would enumerate, and negations that need numbers that are
-        # not integers narrowed to other values (logged); tried only where this changes what
-        # llguidance refused already
-        compiled = on_llguidance(exact_unique=False, narrow=True)
+        # uniqueItems over a small finite domain: ours enumerates it; where ours refuses the
+        # schema, llguidance with uniqueItems on top (unique_items.py) takes it (only where this
+        # rewrite differs from the first: otherwise llguidance has refused this very schema)
+        compiled = on_llguidance(exact_unique=False)
         if compiled is None:
             raise
         return compiled

@@ -14,6 +14,7 @@ propertyNames, an undeclared key of an open object).
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any, Callable
 
 from .json_merge import clean
@@ -49,6 +50,8 @@ _APPLIES = {key: kind for kind, keys in (
 ) for key in keys}  # fmt: skip
 MAX_ONE_OF = 6  # branches of a negated oneOf (pairs grow quadratically)
 MAX_DEPTH = 12  # nested negations followed by `complement`
+MAX_CALLS = 2_000  # complements computed for one top-level `complement` call
+_calls = threading.local()
 _TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 
 
@@ -158,14 +161,16 @@ def _item_ways(group: dict) -> list[dict] | None:
     return [{"type": "array", "contains": {"not": items}}]
 
 
-def complement(negated: Any, context: dict, resolve: Callable[[str], Any], depth: int = 0,
-               narrow: Callable[[str], None] | None = None) -> Any:
+def complement(negated: Any, context: dict, resolve: Callable[[str], Any], depth: int = 0) -> Any:
     """A schema without `not` that admits exactly the values of `context` failing `negated`,
     once conjoined with `context` (for engines without `not`, such as llguidance); None where
-    no exact one is known. `resolve` maps a `$ref` to its schema. With `narrow`, numbers that
-    are not integers (no type says them) are left out of the complement, a subset, and
-    `narrow` is told why."""
-    if depth > MAX_DEPTH or isinstance(negated, bool) or not isinstance(negated, dict):
+    no exact one is known. `resolve` maps a `$ref` to its schema."""
+    if depth == 0:
+        _calls.budget = MAX_CALLS
+    _calls.budget -= 1
+    if depth > MAX_DEPTH or _calls.budget < 0:
+        return None  # nested negations multiply: refused rather than grown without bound
+    if isinstance(negated, bool) or not isinstance(negated, dict):
         return {} if negated is False else False if negated is True else None
     try:
         body = clean(negated, "", lambda key, where: None)
@@ -175,63 +180,61 @@ def complement(negated: Any, context: dict, resolve: Callable[[str], Any], depth
     if not groups:
         return False  # every value matches `negated`
     if len(groups) > 1:
-        return _union([complement(g, context, resolve, depth + 1, narrow) for g in groups])
+        return _union([complement(g, context, resolve, depth + 1) for g in groups])
     (group,) = groups
     if set(group) == {"$ref"}:
         try:
             target = resolve(group["$ref"])
         except (GrammarError, RecursionError, KeyError, TypeError, ValueError):
             return None
-        return complement(target, context, resolve, depth + 1, narrow)
+        return complement(target, context, resolve, depth + 1)
     if set(group) == {"type"}:
         gone = {group["type"]} if isinstance(group["type"], str) else set(group["type"]) if isinstance(group["type"], list) else None
         if gone is None:
             return None
         said = context.get("type", "number")
         if "integer" in gone and "number" not in gone and "number" in ([said] if isinstance(said, str) else said):
-            if narrow is None:
-                return None  # numbers that are not integers: no type says it
-            narrow("numbers that are not integers are left out where a negation needs them")
+            return None  # numbers that are not integers: no type says it
         # (where integers go, numbers go too: the context holds no other numbers)
         kept = [t for t in _TYPES if t not in gone and not (t in ("integer", "number") and {"integer", "number"} & gone)]
         return {"type": kept} if kept else False
     if set(group) in ({"enum"}, {"const"}):
         return _all_but(group["enum"] if "enum" in group else [group["const"]])
     if set(group) == {"anyOf"} and isinstance(group["anyOf"], list):
-        return _intersection([complement(sub, context, resolve, depth + 1, narrow) for sub in group["anyOf"]])
+        return _intersection([complement(sub, context, resolve, depth + 1) for sub in group["anyOf"]])
     ways = ways_to_fail(group, context)
     if ways is None:
         return None
-    return _union([positive(way, context, resolve, depth + 1, narrow) for way in ways])
+    return _union([positive(way, context, resolve, depth + 1) for way in ways])
 
 
-def positive(schema: Any, context: dict, resolve: Callable[[str], Any], depth: int = 0, narrow: Callable[[str], None] | None = None) -> Any:
+def positive(schema: Any, context: dict, resolve: Callable[[str], Any], depth: int = 0) -> Any:
     """`schema` (a way to fail, from ways_to_fail) with every `not` replaced by its complement;
     None where one is not expressible."""
     if not isinstance(schema, dict):
         return schema
     out = dict(schema)
     if "not" in out:
-        rest = complement(out.pop("not"), context, resolve, depth + 1, narrow)
+        rest = complement(out.pop("not"), context, resolve, depth + 1)
         if rest is None or rest is False:
             return rest
         out["allOf"] = [*out.get("allOf", []), rest]
     for key in ("allOf", "anyOf", "prefixItems"):
         if isinstance(out.get(key), list):
-            subs = [positive(sub, context if key != "prefixItems" else {}, resolve, depth + 1, narrow) for sub in out[key]]
+            subs = [positive(sub, context if key != "prefixItems" else {}, resolve, depth + 1) for sub in out[key]]
             if any(sub is None for sub in subs):
                 return None
             out[key] = subs
     props = out.get("properties")
     if isinstance(props, dict):
         known = context.get("properties") if isinstance(context.get("properties"), dict) else {}
-        subs = {k: positive(v, known[k] if isinstance(known.get(k), dict) else {}, resolve, depth + 1, narrow) for k, v in props.items()}
+        subs = {k: positive(v, known[k] if isinstance(known.get(k), dict) else {}, resolve, depth + 1) for k, v in props.items()}
         if any(sub is None for sub in subs.values()):
             return None
         out["properties"] = subs
     for key in ("items", "contains", "additionalProperties"):
         if isinstance(out.get(key), dict):
-            sub = positive(out[key], {}, resolve, depth + 1, narrow)
+            sub = positive(out[key], {}, resolve, depth + 1)
             if sub is None:
                 return None
             out[key] = sub

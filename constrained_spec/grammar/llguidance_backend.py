@@ -226,7 +226,7 @@ _OBJECT_KEYWORDS = {"type", "properties", "required", "additionalProperties", "p
 # A format neither knows constrains nothing (as for our compiler) and is left out.
 def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str] | None = None,
                       narrowed: dict[str, str] | None = None, exact_unique: bool = True,
-                      unique_items: list[str] | None = None, narrow_fractions: bool = False) -> Any | None:
+                      unique_items: list[str] | None = None) -> Any | None:
     """`schema` as the default backend hands it to llguidance, or None where our compiler must
     take it. Changed: formats become our patterns (next to a pattern of the schema's own, in an
     allOf: both hold), formats neither engine knows are left out; with closed_objects, every
@@ -258,16 +258,11 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         except (GrammarError, RecursionError):
             return False
 
-    def negation(negated: Any, context: dict, path: str) -> Any:
-        """`not negated` next to `context`, as a schema without `not`, or None (with
-        narrow_fractions: a narrower one where it needs numbers that are not integers)."""
-        def narrow(why: str) -> None:
-            if narrowed is not None:
-                narrowed.setdefault(path, why)
+    def negation(negated: Any, context: dict) -> Any:
+        """`not negated` next to `context`, as a schema without `not`, or None."""
+        return complement(negated, context, lambda ref: checks.resolve(ref, ""))
 
-        return complement(negated, context, lambda ref: checks.resolve(ref, ""), narrow=narrow if narrow_fractions else None)
-
-    def exclusive(options: list, siblings: dict, path: str) -> list | None:
+    def exclusive(options: list, siblings: dict) -> list | None:
         """Overlapping oneOf branches as disjoint ones: B_i and not B_j for every j != i."""
         if len(options) > MAX_ONE_OF:
             return None
@@ -275,7 +270,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         for i, option in enumerate(options):
             context = checks.deref(option) if isinstance(option, dict) else {}
             context = {**({"type": siblings["type"]} if "type" in siblings else {}), **(context if isinstance(context, dict) else {})}
-            others = [negation(other, context, path) for j, other in enumerate(options) if j != i]
+            others = [negation(other, context) for j, other in enumerate(options) if j != i]
             if any(o is None for o in others):
                 return None
             branches.append({"allOf": [option, *others]})
@@ -324,13 +319,13 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         out = _names_as_properties(dict(node), closed_objects, checks.deref)
         conditions = _dependencies_as_conditions(out)  # llguidance has neither, nor `not`:
         conditions += _min_properties_as_condition(out)
-        positive = negation(out["not"], {k: v for k, v in out.items() if k != "not"}, pointer(path, "not")) if "not" in out else None
+        positive = negation(out["not"], {k: v for k, v in out.items() if k != "not"}) if "not" in out else None
         if positive is not None:
             del out["not"]
             conditions.append(positive)
         if "if" in out:  # (if and then) or (not if and else), where `not if` is expressible
             cond = out["if"]
-            against = negation(cond, {k: v for k, v in out.items() if k not in ("if", "then", "else")}, pointer(path, "if"))
+            against = negation(cond, {k: v for k, v in out.items() if k not in ("if", "then", "else")})
             if against is not None:
                 then, other = out.pop("then", True), out.pop("else", True)
                 del out["if"]
@@ -348,7 +343,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
             ignored.setdefault(f"format: {fmt}", pointer(path, "format"))
         one_of = out.get("oneOf")
         if isinstance(one_of, list) and one_of and not disjoint(one_of):  # branch i and no other j
-            one_of = exclusive(one_of, out, pointer(path, "oneOf"))
+            one_of = exclusive(one_of, out)
         if isinstance(one_of, list) and one_of:  # at most one branch can match
             del out["oneOf"]
             if "anyOf" in out:

@@ -140,20 +140,3 @@ def test_numbers_that_are_not_integers_natively():
     with pytest.raises(GrammarError, match="not integers"):  # next to a bound: refused by name
         compile_json_schema({"minimum": 1, "not": {"type": "integer"}}, BYTES, backend="native")
 
-
-def test_non_integers_narrowed_on_llguidance_where_ours_refuses(caplog):
-    """Where our compiler refuses the schema (here: a format with a length bound) and a `oneOf`
-    branch's negation needs numbers that are not integers (no type says them for llguidance),
-    llguidance takes the schema with those numbers left out of the negation: narrower, logged,
-    never wider."""
-    schema = {"type": "object", "properties": {"e": {"type": "string", "format": "email", "maxLength": 40}},
-              "oneOf": [{"properties": {"n": {"type": "integer"}}, "required": ["n"]}, {"required": ["m"]}]}
-    with pytest.raises(GrammarError):
-        compile_json_schema(schema, BYTES, backend="native")
-    with caplog.at_level("INFO"):
-        compiled = compile_json_schema(schema, BYTES)
-    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
-    assert "numbers that are not integers are left out" in caplog.text
-    for text in ['{"m":1}', '{"n":"x","m":1}', '{"n":1}', '{"n":1,"m":1}', '{"n":"x"}', '{"e":"a@b.co","n":2}']:  # declared keys first
-        assert _walk(compiled, schema, text) == _valid(schema, text), text
-    assert _valid(schema, '{"n":1.5,"m":1}') and not _walk(compiled, schema, '{"n":1.5,"m":1}')  # the narrowing

@@ -24,7 +24,7 @@ __all__ = ["split", "ways_to_fail", "complement", "NON_INTEGER_NUMBER"]
 
 # numbers that are not integers, in the spellings a plain decimal or Python's float repr uses: a
 # fraction with a non-zero digit, or d[.ddd]e-k (0 < |value| < 1); 1.5e0 is left out (spelling only)
-NON_INTEGER_NUMBER = r"-?(?:(?:0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*|[1-9](?:\.[0-9]*)?[eE]-[0-9]*[1-9][0-9]*)"
+NON_INTEGER_NUMBER = r"-?(?:(?:0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*|[1-9](?:\.[0-9]+)?[eE]-[0-9]*[1-9][0-9]*)"
 
 _GROUPS = (
     frozenset({"properties", "patternProperties", "additionalProperties"}),

@@ -134,7 +134,8 @@ def test_numbers_that_are_not_integers_natively():
     schema = {"type": "object", "properties": {"v": {"not": {"type": "integer"}}}, "required": ["v"]}
     compiled = compile_json_schema(schema, BYTES, backend="native")
     for text, ok in [('{"v":1.5}', True), ('{"v":1}', False), ('{"v":1.0}', False), ('{"v":-0.25}', True), ('{"v":1e-05}', True),
-                     ('{"v":"s"}', True), ('{"v":null}', True), ('{"v":2.50}', True)]:  # fmt: skip
+                     ('{"v":"s"}', True), ('{"v":null}', True), ('{"v":2.50}', True), ('{"v":1.e-5}', False), ('{"v":1.5e-3}', True),
+                     ('{"v":1.}', False), ('{"v":.5}', False)]:  # fmt: skip
         assert _valid(schema, text) == ok, text
         assert _walk(compiled, schema, text) == ok, text
     with pytest.raises(GrammarError, match="not integers"):  # next to a bound: refused by name

@@ -8,7 +8,7 @@ A way may hold a smaller `not` (a property value failing its schema): the transl
 each way with the enclosing schema and negates again, so the recursion ends at keywords negated
 in place. A type-specific keyword is passed by values of other types, so each way names the type
 it fails for. None where no exact union exists (pattern, format, multipleOf, uniqueItems,
-propertyNames, an undeclared key of an open object).
+propertyNames, an undeclared key of an open object next to more than 3 declared ones).
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ _APPLIES = {key: kind for kind, keys in (
     ("number", ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")),
 ) for key in keys}  # fmt: skip
 MAX_ONE_OF = 6  # branches of a negated oneOf (pairs grow quadratically)
+MAX_UNDECLARED_SPLIT = 3  # "a key outside these" in an open object: one way per subset present
 MAX_DEPTH = 12  # nested negations followed by `complement`
 MAX_CALLS = 2_000  # complements computed for one top-level `complement` call
 _calls = threading.local()
@@ -119,8 +120,9 @@ def ways_to_fail(group: dict, context: dict) -> list[dict] | None:
 
 def _member_ways(group: dict, context: dict) -> list[dict] | None:
     """An object fails properties/additionalProperties by holding a key whose value fails the
-    schema that key gets. A declared key: one way each. An undeclared key exists only where the
-    context closes the object and so lists the keys it can hold."""
+    schema that key gets. A declared key: one way each. An undeclared key (additionalProperties
+    false): one of the keys a closed context may hold, or in an open context, per subset S of
+    the declared keys present, S present, the others absent and more than |S| keys."""
     props, extra = group.get("properties", {}), group.get("additionalProperties", True)
     if group.get("patternProperties") or not isinstance(props, dict):
         return None
@@ -129,8 +131,15 @@ def _member_ways(group: dict, context: dict) -> list[dict] | None:
             for name, sub in props.items() if sub is not True and (held is None or name in held)]  # fmt: skip
     if extra is True:
         return ways
-    if held is None:
-        return None
+    if held is None:  # an open context: some key outside props, counted (2^|props| ways)
+        if extra is not False or len(props) > MAX_UNDECLARED_SPLIT:
+            return None
+        names = list(props)
+        for mask in range(1 << len(names)):
+            present = [n for i, n in enumerate(names) if mask >> i & 1]
+            ways.append({"type": "object", "required": present, "minProperties": len(present) + 1,
+                         "properties": {n: False for n in names if n not in present}})  # fmt: skip
+        return ways
     for name in held:
         if name not in props:
             ways.append({"type": "object", "required": [name], **({} if extra is False else {"properties": {name: {"not": extra}}})})

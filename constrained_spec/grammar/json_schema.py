@@ -797,19 +797,23 @@ class _Translator:
         if most is not None and most < count_declared:
             raise GrammarError(f"maxProperties at {pointer(path, 'maxProperties')} below the number of declared "
                                "properties is not expressible")
-        nonempty = False
-        if least > len([m for m in members if m[2]]):
-            if least > 1:
+        nonempty, extra_least = False, 0
+        required_count = len([m for m in members if m[2]])
+        if least > required_count:
+            if least == required_count + 1 and extra_member is not None and required_count == len(members):
+                extra_least = 1  # every declared key present is required: one more is undeclared
+            elif least > 1:
                 raise GrammarError(f"minProperties {least} at {pointer(path, 'minProperties')} above the number of "
                                    "required properties is not expressible")
-            nonempty = True
+            else:
+                nonempty = True
         slots = []
         extra_most = None if most is None else most - count_declared
         if extra_member is not None and extra_most is None and any(req for _, _, req in members):
             slots.append(Slot(extra_member, 0, None))  # undeclared keys before the declared ones ...
         slots += [Slot(m, 1 if req else 0, 1) for _, m, req in members]
         if extra_member is not None:
-            slots.append(Slot(extra_member, 0, extra_most))  # ... and after them
+            slots.append(Slot(extra_member, extra_least, extra_most))  # ... and after them
         body = members_body(slots, self.comma, nonempty)
         if body == EMPTY and nonempty:
             raise _Empty(f"minProperties at {at(path)} allows no object")

@@ -51,13 +51,15 @@ EXPRESSIBLE = [
     ({"dependentRequired": {"a": ["b"]}}, {}),
     ({"minProperties": 2}, OBJECT),
     ({"$ref": "#/$defs/named"}, {}),
+    (CLOSED_PS, {}),  # an undeclared key of an open object: counted per subset of declared keys
+    ({"additionalProperties": False, "properties": {"a": True, "b": {"type": "string"}}}, OBJECT),
 ]
 NOT_EXPRESSIBLE = [
     ({"pattern": "^a"}, {}),
     ({"multipleOf": 2}, {}),
     ({"type": "integer"}, {}),  # numbers that are not integers
     ({"properties": {"a": {"type": "integer"}}}, {}),
-    (CLOSED_PS, {}),  # an undeclared key of an open object
+    ({"additionalProperties": False, "properties": {"a": True, "b": True, "c": True, "d": True}}, {}),  # > 3 declared, open context
     ({"uniqueItems": True}, {}),
     ({"contains": {"type": "string"}, "minContains": 2}, {}),
 ]
@@ -141,3 +143,16 @@ def test_numbers_that_are_not_integers_natively():
     with pytest.raises(GrammarError, match="not integers"):  # next to a bound: refused by name
         compile_json_schema({"minimum": 1, "not": {"type": "integer"}}, BYTES, backend="native")
 
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "required": ["a"], "properties": {"a": {}, "b": False}, "minProperties": 2, "additionalProperties": {"type": "integer"}},
+    {"type": "object", "not": {"additionalProperties": False, "properties": {"a": {"type": "string"}, "b": True}},
+     "additionalProperties": {"type": "integer"}},
+], ids=["one-more-than-required", "not-of-a-closed-object-in-an-open-one"])
+def test_undeclared_key_counted_natively(schema):
+    """minProperties one above the required count where every other declared key is absent: one
+    undeclared key at least (the way `not` of a closed object says "a key outside these")."""
+    compiled = compile_json_schema(schema, BYTES, backend="native")
+    for text in ["{}", '{"a":1}', '{"a":1,"c":2}', '{"c":2}', '{"a":"x"}', '{"a":1,"b":2}', '{"b":1}', '{"a":"x","c":1}', '{"a":1,"c":"s"}']:
+        assert _walk(compiled, schema, text) == _valid(schema, text), text

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from .protocol import GrammarError
 
-__all__ = ["VALIDATION", "ANNOTATIONS", "STRUCTURAL", "clean", "merge", "pointer", "canonical"]
+__all__ = ["VALIDATION", "ANNOTATIONS", "STRUCTURAL", "clean", "merge", "pointer", "canonical", "enum_values"]
 
 # keywords that constrain instances (drafts 4 .. 2020-12)
 VALIDATION = frozenset({
@@ -191,6 +191,16 @@ def _merge_two(a: dict, b: dict, path: str) -> dict:
         else:
             raise GrammarError(f"allOf at {pointer(path, 'allOf')} combines two different {key!r} values; not expressible")
     return out
+
+
+def enum_values(s: Any) -> list | None:
+    """The values `s` lists by `const` (one) or `enum`; None where it lists none."""
+    if not isinstance(s, dict):
+        return None
+    if "const" in s:
+        return [s["const"]]
+    values = s.get("enum")
+    return values if isinstance(values, list) else None
 
 
 def canonical_or_none(value: Any) -> str | None:

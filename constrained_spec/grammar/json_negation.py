@@ -17,7 +17,8 @@ import re
 import threading
 from typing import Any, Callable
 
-from .json_merge import clean
+from .json_merge import clean, enum_values
+from .json_terminals import trie_complement
 from .protocol import GrammarError
 
 __all__ = ["split", "ways_to_fail", "complement", "NON_INTEGER_NUMBER"]
@@ -208,7 +209,7 @@ def complement(negated: Any, context: dict, resolve: Callable[[str], Any], depth
         kept = [t for t in _TYPES if t not in gone and not (t in ("integer", "number") and {"integer", "number"} & gone)]
         return {"type": kept} if kept else False
     if set(group) in ({"enum"}, {"const"}):
-        return _all_but(group["enum"] if "enum" in group else [group["const"]])
+        return _all_but(enum_values(group))
     if set(group) == {"anyOf"} and isinstance(group["anyOf"], list):
         return _intersection([complement(sub, context, resolve, depth + 1) for sub in group["anyOf"]])
     ways = ways_to_fail(group, context)
@@ -290,22 +291,9 @@ def _all_but(values: Any) -> Any:
 
 
 def _strings_except(texts: list[str]) -> str:
-    """A regex (no lookaround) for every string but `texts`, from their trie."""
-    trie: dict = {}
-    for text in texts:
-        node = trie
-        for ch in text:
-            node = node.setdefault(ch, {})
-        node[""] = {}  # end of an excluded string
-
-    def rest(node: dict) -> str:  # remainders that do not complete an excluded string
-        chars = sorted(k for k in node if k)
-        options = [] if "" in node else [""]
-        options.append(("[^" + "".join(_class_char(c) for c in chars) + "]" if chars else "[\\s\\S]") + "[\\s\\S]*")
-        options += [re.escape(c) + rest(node[c]) for c in chars]
-        return "(?:" + "|".join(options) + ")"
-
-    return rest(trie)
+    """A regex (no lookaround) for every string but `texts`, one unit per character."""
+    other = lambda children: "[^" + "".join(_class_char(c) for c in sorted(children)) + "]" if children else "[\\s\\S]"  # noqa: E731
+    return trie_complement([list(text) for text in texts], re.escape, other, "[\\s\\S]")
 
 
 def _class_char(ch: str) -> str:

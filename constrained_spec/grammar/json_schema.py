@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from .json_ir import ANY_JSON as _ANY, EMPTY, Grammar, Lit, Node, RecursiveGrammar, Ref, Rep, Rx, alt, opt, regex_size, seq
-from .json_merge import ANNOTATIONS, STRUCTURAL, at, canonical, clean, merge, pointer
+from .json_merge import ANNOTATIONS, STRUCTURAL, at, canonical, clean, enum_values, merge, pointer
 from .json_negation import NON_INTEGER_NUMBER, split, ways_to_fail
 from .json_objects import Slot, members_body
 from .json_terminals import (
@@ -311,7 +311,7 @@ class _Translator:
         live = [o for o in options if o is not False]
         if len(live) <= 1 or self.disjoint(live):
             return live, False
-        values = [_enum_values(self.deref(o)) for o in live]
+        values = [enum_values(self.deref(o)) for o in live]
         if all(v is not None for v in values):  # finite branches: keep values in exactly one
             counts: dict[str, int] = {}
             for vs in values:
@@ -344,7 +344,7 @@ class _Translator:
         if ka is not None and kb is not None and not ka & kb:
             return True
         for finite, other in ((a, b), (b, a)):  # an enum none of whose values the other admits
-            values = _enum_values(finite)
+            values = enum_values(finite)
             if values is not None and not any(self.validates(v, other) for v in values):
                 return True
         # discriminated objects (where one side admits only objects, the other's required and
@@ -396,9 +396,9 @@ class _Translator:
             else:
                 parts.append(part)
         # not E1 and not E2 == not (E1 or E2); last, so no other negation follows the values left out
-        finite = [p for p in parts if isinstance(p, dict) and set(p) in ({"enum"}, {"const"}) and _enum_values(p) is not None]
+        finite = [p for p in parts if isinstance(p, dict) and set(p) in ({"enum"}, {"const"}) and enum_values(p) is not None]
         if finite:
-            parts = [p for p in parts if not any(p is f for f in finite)] + [{"enum": [v for f in finite for v in _enum_values(f)]}]
+            parts = [p for p in parts if not any(p is f for f in finite)] + [{"enum": [v for f in finite for v in enum_values(f)]}]
         for i, part in enumerate(parts):
             if not isinstance(part, dict):
                 raise GrammarError(f"not at {where} is not expressible")
@@ -409,8 +409,8 @@ class _Translator:
                     return self.non_integers(s, [t for t in have if t not in gone and t != "number"], parts[i + 1 :], where, path)
                 s["type"] = [t for t in have if t not in gone and not (t == "integer" and "number" in gone)]
             elif set(part) <= {"enum", "const"} and ("enum" in s or "const" in s):
-                drop = {canonical(v) for v in _enum_values(part) or []}
-                s["enum"] = [v for v in _enum_values(s) or [] if canonical(v) not in drop]
+                drop = {canonical(v) for v in enum_values(part) or []}
+                s["enum"] = [v for v in enum_values(s) or [] if canonical(v) not in drop]
                 s.pop("const", None)
             elif set(part) == {"required"} and isinstance(part["required"], list) and len(part["required"]) == 1:
                 name = part["required"][0]
@@ -429,7 +429,7 @@ class _Translator:
                 own = props[name] if name in props else s.get("additionalProperties", True)
                 s["required"] = list(dict.fromkeys([*s.get("required", []), name]))
                 s["properties"] = {**props, name: {"allOf": [own, {"not": sub}]}}
-            elif set(part) in ({"enum"}, {"const"}) and (values := _enum_values(part)) is not None:
+            elif set(part) in ({"enum"}, {"const"}) and (values := enum_values(part)) is not None:
                 return self.all_but(s, values, parts[i + 1 :], where, path)
             elif (ways := _object_failures(part)) is not None:
                 return self.negated_container(s, part, "object", ways, parts[i + 1 :], where)
@@ -445,7 +445,8 @@ class _Translator:
                     shown = json.dumps(part, ensure_ascii=False)
                     raise GrammarError(
                         f"not at {where} ({shown[:120]}{'...' if len(shown) > 120 else ''}) is not expressible exactly (not expressible: "
-                        "not of a pattern, format, multipleOf, uniqueItems or propertyNames, nor an undeclared key of an open object)"
+                        "not of a pattern, format, multipleOf, uniqueItems or propertyNames, nor an undeclared key of an open object "
+                        "next to more than 3 declared keys)"
                     )
                 base = {**s, **({"not": {"anyOf": parts[i + 1 :]}} if parts[i + 1 :] else {})}
                 if not ways:
@@ -536,7 +537,7 @@ class _Translator:
         return self.node(s, path)
 
     def enum(self, s: dict, path: str) -> Node:
-        values = _enum_values(s)
+        values = enum_values(s)
         if values is None:
             raise GrammarError(f"enum at {pointer(path, 'enum')} must be an array")
         rest = {k: v for k, v in s.items() if k not in ("enum", "const")}
@@ -729,7 +730,7 @@ class _Translator:
         values = None
         if isinstance(sub, dict):
             sub = clean(sub, path, self.unknown)
-            values = _enum_values(sub)
+            values = enum_values(sub)
             if values is not None:
                 rest = {k: v for k, v in sub.items() if k not in ("enum", "const")}
                 values = [v for v in values if not rest or self.validates(v, rest)]
@@ -800,13 +801,13 @@ class _Translator:
         nonempty, extra_least = False, 0
         required_count = len([m for m in members if m[2]])
         if least > required_count:
-            if least == required_count + 1 and extra_member is not None and required_count == len(members):
+            if least == 1:
+                nonempty = True
+            elif least == required_count + 1 and extra_member is not None and required_count == len(members):
                 extra_least = 1  # every declared key present is required: one more is undeclared
-            elif least > 1:
+            else:
                 raise GrammarError(f"minProperties {least} at {pointer(path, 'minProperties')} above the number of "
                                    "required properties is not expressible")
-            else:
-                nonempty = True
         slots = []
         extra_most = None if most is None else most - count_declared
         if extra_member is not None and extra_most is None and any(req for _, _, req in members):
@@ -869,7 +870,7 @@ class _Translator:
         if sub is False:
             return None
         sub = clean(sub, where, self.unknown) if isinstance(sub, dict) else {}
-        values = _enum_values(sub)
+        values = enum_values(sub)
         if values is not None:
             keep = [v for v in values if isinstance(v, str) and v not in declared and self.validates(v, sub)]
             return alt(*(Lit(json.dumps(v, ensure_ascii=False)) for v in keep)) if keep else None
@@ -947,15 +948,6 @@ def _decimal_places(m: float) -> int | None:
     return None
 
 
-def _enum_values(s: Any) -> list | None:
-    if not isinstance(s, dict):
-        return None
-    if "const" in s:
-        return [s["const"]]
-    values = s.get("enum")
-    return values if isinstance(values, list) else None
-
-
 def _types_of(value: Any) -> list[str]:
     if value is None:
         return list(_TYPES)
@@ -963,7 +955,7 @@ def _types_of(value: Any) -> list[str]:
 
 
 def _possible_types(s: dict) -> set[str] | None:
-    values = _enum_values(s)
+    values = enum_values(s)
     if values is not None:
         return {("number" if _json_type(v) == "integer" else _json_type(v)) for v in values}
     if "type" not in s:
@@ -972,7 +964,7 @@ def _possible_types(s: dict) -> set[str] | None:
 
 
 def _const_keys(s: Any) -> set[str] | None:
-    values = _enum_values(s)
+    values = enum_values(s)
     return None if values is None else {canonical(v) for v in values}
 
 

@@ -7,10 +7,10 @@ grammar built from them accepts a subset of the valid instances and never an inv
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Callable
 
 __all__ = [
-    "INTEGER", "NUMBER", "NON_STRING_FORMATS", "PLAIN_CHAR", "STRING_CHAR", "KEY_CHAR", "FORMATS", "FORMAT_PATTERNS", "int_range", "number_range", "pattern_to_json_regex",
+    "INTEGER", "NUMBER", "NON_STRING_FORMATS", "PLAIN_CHAR", "STRING_CHAR", "KEY_CHAR", "FORMATS", "FORMAT_PATTERNS", "int_range", "number_range", "pattern_to_json_regex", "trie_complement",
     "string_except", "multiple_of_int",
 ]  # fmt: skip
 
@@ -387,18 +387,25 @@ def _other_unit(children: dict) -> str:
 def string_except(names: list[str]) -> str:
     """A JSON string (with its quotes, each character spelled as json.dumps spells it) that is
     none of `names`: the complement of a finite set, written over the trie of the names."""
-    trie: dict = {}
-    for name in names:
-        node = trie
-        for unit in _key_units(name):
-            node = node.setdefault(unit, {})
-        node[None] = {}  # end of a name
+    return '"' + trie_complement([_key_units(name) for name in names], _unit_regex, _other_unit, KEY_CHAR) + '"'
 
-    def rest(node: dict) -> str:  # spellings that do not complete a name below `node`
+
+def trie_complement(words: list[list[str]], unit: Callable[[str], str], other: Callable[[dict], str], anything: str) -> str:
+    """A regex for every sequence of units but `words` (each a list of units), over their trie:
+    `unit(u)` matches unit u, `other(children)` one unit not among `children` (a dict keyed by
+    unit), `anything` any one unit."""
+    trie: dict = {}
+    for word in words:
+        node = trie
+        for u in word:
+            node = node.setdefault(u, {})
+        node[None] = {}  # end of a word
+
+    def rest(node: dict) -> str:  # sequences that do not complete a word below `node`
         children = {u: c for u, c in node.items() if u is not None}
-        parts = [f"(?:{_other_unit(children)})(?:{KEY_CHAR})*"]
-        parts += [_unit_regex(u) + f"(?:{rest(c)})" for u, c in children.items()]
+        parts = [f"(?:{other(children)})(?:{anything})*"]
+        parts += [unit(u) + f"(?:{rest(c)})" for u, c in children.items()]
         body = "|".join(parts)
         return f"(?:{body})" if None in node else f"(?:{body})?"
 
-    return f'"{rest(trie)}"'
+    return rest(trie)

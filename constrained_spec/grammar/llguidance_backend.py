@@ -26,7 +26,7 @@ from typing import Any, Callable
 import torch
 
 from ..bitmask import bitmask_width
-from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, pointer
+from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, enum_values, pointer
 from .json_negation import MAX_ONE_OF, complement
 from .json_terminals import FORMAT_PATTERNS, NON_STRING_FORMATS
 from .protocol import GrammarError
@@ -246,7 +246,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
     (exact_unique) and under a negation it is left to our compiler."""
     if isinstance(schema, bool):
         return schema
-    from .json_schema import _enum_values, _Translator  # noqa: PLC0415 (the rewrite asks the compiler's own checks)
+    from .json_schema import _Translator  # noqa: PLC0415 (the rewrite asks the compiler's own checks)
 
     unsafe = False
     known = VALIDATION | STRUCTURAL | ANNOTATIONS
@@ -301,7 +301,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         values are used), which stay on llguidance (our compiler takes 20-50 s on schemas as
         large as asconfig's)."""
         items = checks.deref(node.get("items", True))
-        values = _enum_values(items) if isinstance(items, dict) and set(items) - _QUIET <= {"enum", "const", "type"} else None
+        values = enum_values(items) if isinstance(items, dict) and set(items) - _QUIET <= {"enum", "const", "type"} else None
         if values is not None and not any(isinstance(v, (dict, list)) for v in values):
             return False
         try:
@@ -399,8 +399,6 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
 
     rewritten = rewrite(schema, "", False)
     return None if unsafe else rewritten
-
-
 
 
 def _min_properties_as_condition(node: dict) -> list[Any]:

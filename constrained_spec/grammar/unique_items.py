@@ -24,7 +24,6 @@ is kept unique whichever branch it matches (never wider than the schema).
 
 from __future__ import annotations
 
-import bisect
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -37,8 +36,8 @@ import torch
 from ..bitmask import new_bitmask
 from .json_merge import VALIDATION
 from .protocol import CompiledGrammar, GrammarError, GrammarMatcher
-from .unique_keys import decode_key
-from .vocabulary import Vocabulary
+from .unique_keys import clear_token, decode_key
+from .vocabulary import SortedTokens, Vocabulary, sorted_tokens
 
 __all__ = ["ItemSites", "UniqueItemsGrammar", "UniqueItemsMatcher", "item_key"]
 
@@ -317,8 +316,7 @@ class _Tables(NamedTuple):
     numeric: np.ndarray  # tokens starting with a number character (growth and '+', '-')
     by_bytes: dict[bytes, list[int]]
     longest: int
-    ordered: list[bytes]  # every token's bytes, sorted (tokens starting with given bytes)
-    ordered_ids: list[int]
+    ordered: SortedTokens  # tokens starting with given bytes
     escapes: list[tuple[int, bytes]]  # single-byte tokens that end nothing (a way out of a repeat)
     closing_more: np.ndarray  # tokens with `" , ] }` after their first `"`: they close a string and go on
 
@@ -340,12 +338,11 @@ def _token_tables(vocab: Vocabulary) -> _Tables:
         by_bytes.setdefault(data, []).append(i)
         longest = max(longest, len(data))
     as_ids = lambda ids: np.array(ids, dtype=np.int64)  # noqa: E731
-    ordered = sorted((data, i) for data, ids in by_bytes.items() for i in ids)
     escapes = [(by_bytes[bytes((b,))][0], bytes((b,))) for b in _ESCAPE_BYTES if bytes((b,)) in by_bytes]
     closing_more = [i for data, ids in by_bytes.items() for i in ids
                     if b'"' in data and any(c in data.split(b'"', 1)[1] for c in b'",]}')]
     return _Tables(as_ids(structural), as_ids(digits), as_ids(growth), as_ids(numeric), by_bytes, longest,
-                   [data for data, _ in ordered], [i for _, i in ordered], escapes, as_ids(sorted(closing_more)))
+                   sorted_tokens(vocab), escapes, as_ids(sorted(closing_more)))
 
 
 def _mask_words(matcher: GrammarMatcher) -> np.ndarray:
@@ -477,10 +474,7 @@ class UniqueItemsMatcher:
         """Ids of the tokens that are a prefix of `rest` or start with it."""
         tables = self._grammar.tables
         found = {i for n in range(1, min(len(rest), tables.longest) + 1) for i in tables.by_bytes.get(rest[:n], ())}
-        at = bisect.bisect_left(tables.ordered, rest)
-        while at < len(tables.ordered) and tables.ordered[at].startswith(rest):
-            found.add(tables.ordered_ids[at])
-            at += 1
+        found.update(tables.ordered.starting_with(rest))
         return found
 
     def _number_can_grow(self, matcher: GrammarMatcher, forced: bytes) -> bool:
@@ -548,7 +542,7 @@ class UniqueItemsMatcher:
         had_any = bool(words.any())
         for token_id in self._candidates(state, words):
             if self._blocked(state, self._text, token_id, self._inner):
-                words[token_id >> 5] &= np.uint32(~(1 << (token_id & 31)) & 0xFFFFFFFF)
+                clear_token(words, token_id)
         if had_any and not words.any():
             raise GrammarError("uniqueItems: every continuation the schema allows here repeats an earlier item of the array")
         if host is not target:

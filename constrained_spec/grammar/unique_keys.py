@@ -14,7 +14,6 @@ read (with its escape state, and its raw bytes when it is a key).
 from __future__ import annotations
 
 import json
-from bisect import bisect_left
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -22,9 +21,9 @@ import numpy as np
 import torch
 
 from .protocol import CompiledGrammar, GrammarError, GrammarMatcher
-from .vocabulary import Vocabulary
+from .vocabulary import Vocabulary, sorted_tokens
 
-__all__ = ["UniqueKeysGrammar", "UniqueKeysMatcher"]
+__all__ = ["UniqueKeysGrammar", "UniqueKeysMatcher", "clear_token", "decode_key"]
 
 # State: (stack, in_string, escaped, key) where stack is a tuple of frames, a frame is None (an
 # array) or (keys: frozenset[str], key_next: bool), and key is the raw bytes of the key being read
@@ -80,12 +79,9 @@ def decode_key(raw: bytes) -> str:
 
 
 @lru_cache(maxsize=8)
-def _by_bytes(vocab: Vocabulary) -> tuple[list[bytes], list[int], list[int]]:
-    """Every token's bytes sorted (for the tokens starting with given bytes), their ids, and the
-    tokens with a backslash before their first `"` (which can close a key spelled with escapes)."""
-    pairs = sorted((b, i) for i, b in enumerate(vocab.token_bytes) if b is not None)
-    escaped = [i for i, b in enumerate(vocab.token_bytes) if b is not None and b"\\" in b.split(b'"', 1)[0] and b'"' in b]
-    return [b for b, _ in pairs], [i for _, i in pairs], escaped
+def _escaped_closers(vocab: Vocabulary) -> list[int]:
+    """The tokens with a backslash before their first `"`: they can close a key spelled with escapes."""
+    return [i for i, b in enumerate(vocab.token_bytes) if b is not None and b'"' in b and b"\\" in b.split(b'"', 1)[0]]
 
 
 @lru_cache(maxsize=8)
@@ -100,6 +96,11 @@ def _quote_tokens(vocab: Vocabulary) -> tuple[tuple[np.ndarray, np.ndarray, np.n
     return tuple(out)
 
 
+def clear_token(words: np.ndarray, token_id: int) -> None:
+    """Remove `token_id` from the packed mask row `words` (uint32 `[W]`)."""
+    words[token_id >> 5] &= np.uint32(~(1 << (token_id & 31)) & 0xFFFFFFFF)
+
+
 class UniqueKeysGrammar:
     """CompiledGrammar: `inner` (a JSON grammar) with duplicate keys removed."""
 
@@ -107,6 +108,8 @@ class UniqueKeysGrammar:
         self.inner = inner
         self.vocab = vocab
         self._closers = _quote_tokens(vocab)
+        self._sorted = sorted_tokens(vocab)  # tokens by their bytes: the ends of earlier keys
+        self._escaped = _escaped_closers(vocab)
 
     @property
     def vocab_size(self) -> int:
@@ -164,7 +167,7 @@ class UniqueKeysMatcher:
                 allowed = index[(words[word] >> shift) & 1 == 1].tolist()
             for token_id in allowed:
                 if _advance(state, token_bytes[token_id]) is _DUPLICATE:
-                    words[token_id >> 5] &= np.uint32(~(1 << (token_id & 31)) & 0xFFFFFFFF)
+                    clear_token(words, token_id)
         if host is not bitmask:
             bitmask[row].copy_(host[row])
 
@@ -180,18 +183,13 @@ class UniqueKeysMatcher:
                 if any(c in raw for c in b'"\\') or min(raw, default=32) < 32:
                     return False  # written with escapes: the general path compares decoded keys
                 ends.append(raw[len(typed):] + b'"')
-        sorted_bytes, sorted_ids, escaped = _by_bytes(self._grammar.vocab)
-        item = words.item
         for end in ends:
-            at = bisect_left(sorted_bytes, end)
-            while at < len(sorted_bytes) and sorted_bytes[at].startswith(end):
-                token_id = sorted_ids[at]
-                words[token_id >> 5] &= np.uint32(~(1 << (token_id & 31)) & 0xFFFFFFFF)
-                at += 1
-        token_bytes = self._grammar.vocab.token_bytes
-        for token_id in escaped:
+            for token_id in self._grammar._sorted.starting_with(end):
+                clear_token(words, token_id)
+        token_bytes, item = self._grammar.vocab.token_bytes, words.item
+        for token_id in self._grammar._escaped:
             if item(token_id >> 5) >> (token_id & 31) & 1 and _advance(state, token_bytes[token_id]) is _DUPLICATE:
-                words[token_id >> 5] &= np.uint32(~(1 << (token_id & 31)) & 0xFFFFFFFF)
+                clear_token(words, token_id)
         return True
 
     def accept_token(self, token_id: int) -> None:

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import re
+from bisect import bisect_left
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["Vocabulary", "trim_partial_utf8"]
+__all__ = ["Vocabulary", "SortedTokens", "sorted_tokens", "trim_partial_utf8"]
 
 _SP_BYTE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 _SP_SPACE = "\u2581"  # SentencePiece's "▁" stands for a space
@@ -151,3 +152,27 @@ class Vocabulary:
             else:
                 token_bytes.append(_decode_sentencepiece(piece))
         return cls(token_bytes, int(eos), size)
+
+
+class SortedTokens:
+    """The tokens with bytes, sorted by their bytes: the ones starting with given bytes are one
+    bisection away (the uniqueness wrappers ask this on their hot path)."""
+
+    def __init__(self, token_bytes: Sequence[bytes | None]) -> None:
+        pairs = sorted((data, i) for i, data in enumerate(token_bytes) if data)
+        self._bytes = [data for data, _ in pairs]
+        self._ids = [i for _, i in pairs]
+
+    def starting_with(self, prefix: bytes) -> list[int]:
+        """Ids of the tokens whose bytes start with `prefix`."""
+        at, found = bisect_left(self._bytes, prefix), []
+        while at < len(self._bytes) and self._bytes[at].startswith(prefix):
+            found.append(self._ids[at])
+            at += 1
+        return found
+
+
+@lru_cache(maxsize=8)
+def sorted_tokens(vocab: Vocabulary) -> SortedTokens:
+    """`vocab`'s SortedTokens, built once per vocabulary."""
+    return SortedTokens(vocab.token_bytes)

@@ -302,3 +302,4 @@ def test_property_names_and_min_properties_stay_on_llguidance(schema, texts):
     assert isinstance(engine_of(compiled), LLGuidanceGrammar)
     for text in texts:
         assert _walk(compiled, schema, text) == _valid(schema, text), text
+

@@ -438,9 +438,9 @@ def _names_as_properties(node: dict, closed_objects: bool = False, deref: Callab
         return {k: v for k, v in node.items() if k != "propertyNames"}
     if not isinstance(names, dict) or node.get("patternProperties") or not isinstance(extra, (bool, dict)) or not isinstance(props, dict):
         return node
-    values = names.get("enum", [names["const"]] if "const" in names else None)
+    values = enum_values(names) if set(names) in ({"enum"}, {"const"}) else None  # both: their intersection, left
     pattern = _name_pattern(names) if values is None else None
-    if values is None and pattern is None or values is not None and (set(names) - {"enum", "const"} or not all(isinstance(v, str) for v in values)):
+    if values is None and pattern is None or values is not None and not all(isinstance(v, str) for v in values):
         return node
     try:
         allowed = (lambda name: name in values) if values is not None else (lambda name: re.search(pattern, name) is not None)

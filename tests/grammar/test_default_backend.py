@@ -303,3 +303,11 @@ def test_property_names_and_min_properties_stay_on_llguidance(schema, texts):
     for text in texts:
         assert _walk(compiled, schema, text) == _valid(schema, text), text
 
+
+def test_property_names_with_enum_and_const_is_their_intersection():
+    """propertyNames {enum, const}: a name must be in both (the rewrite for llguidance takes one
+    of them only, so such a schema is left to our compiler)."""
+    schema = {"type": "object", "propertyNames": {"enum": ["a", "b"], "const": "a"}}
+    compiled = compile_json_schema(schema, BYTES)
+    for text in ['{"a":1}', '{"b":1}', "{}"]:
+        assert _walk(compiled, schema, text) == _valid(schema, text), text

@@ -227,12 +227,14 @@ def _llguidance_or_native(
 def _no_repeated_keys(compiled: CompiledGrammar, vocab: Vocabulary, spec: Any) -> CompiledGrammar:
     """llguidance lets an object that admits undeclared keys repeat one (`{"id":1,"id":2}`,
     where another anyOf branch declares `id`): no key twice in one object, as our compiler. Not
-    wrapped (about 10 us a mask) where `spec` (what llguidance compiled) admits no such object."""
+    wrapped (about 10 us a mask) where `spec` (what llguidance compiled) admits no such object.
+    Keys there are also held to the escapes JSON needs: llguidance reads `"\\u0061"` as an
+    undeclared key, validators as `a` (so `{"\\u0061":"x"}` passed where `a` must be an integer)."""
     if not _admits_undeclared_keys(spec):
         return compiled
     from .unique_keys import UniqueKeysGrammar
 
-    return UniqueKeysGrammar(compiled, vocab)
+    return UniqueKeysGrammar(compiled, vocab, plain_key_escapes=True)
 
 
 _HOLDERS = {"$ref", "allOf", "anyOf", "oneOf", "$defs", "definitions", "$schema", "$id", "id", "$comment",

@@ -9,6 +9,10 @@ close a key, so a mask costs one pass over the allowed ones among those.
 The wrapped grammar guarantees well-formed JSON, so the tracker only needs: the stack of open
 containers (an object frame holds its keys and whether a key comes next), and the string being
 read (with its escape state, and its raw bytes when it is a key).
+
+Over llguidance (`plain_key_escapes`), keys are also held to the escapes JSON needs (`\"`, `\\`,
+`\b\f\n\r\t`): llguidance tells a declared or patterned key from an undeclared one by its raw
+text, so `{"\u0061":"x"}` was an undeclared key there while validators read the key `a`.
 """
 
 from __future__ import annotations
@@ -30,15 +34,18 @@ __all__ = ["UniqueKeysGrammar", "UniqueKeysMatcher", "clear_token", "decode_key"
 # (None when the string is a value or no string is open). Immutable, so rollback is a list pop.
 State = tuple
 _START: State = ((), False, False, None)
-_DUPLICATE = None  # what _advance returns when a byte closes a duplicate key
+_DUPLICATE = None  # what _advance returns when a byte closes a duplicate key (or escapes one oddly)
+_PLAIN_ESCAPES = frozenset(b'"\\bfnrt')  # after a backslash in a key, where plain_escapes holds
 
 
-def _advance(state: State, data: bytes) -> State | None:
+def _advance(state: State, data: bytes, plain_escapes: bool = False) -> State | None:
     stack, in_string, escaped, key = state
     for byte in data:
         if in_string:
             if escaped:
                 escaped = False
+                if plain_escapes and key is not None and byte not in _PLAIN_ESCAPES:
+                    return _DUPLICATE
             elif byte == 0x5C:  # backslash
                 escaped = True
             elif byte == 0x22:  # closing quote
@@ -85,6 +92,18 @@ def _escaped_closers(vocab: Vocabulary) -> list[int]:
 
 
 @lru_cache(maxsize=8)
+def _escape_tables(vocab: Vocabulary) -> tuple[np.ndarray, np.ndarray]:
+    """(the tokens holding a backslash `[n]`, the packed mask of tokens that may follow a
+    backslash in a key `[ceil(V/32)]` uint32: those starting with a plain escape letter)."""
+    tokens = vocab.token_bytes
+    slashed = np.array([i for i, b in enumerate(tokens) if b is not None and b"\\" in b], dtype=np.int64)
+    after = np.zeros(((len(tokens) + 31) // 32) * 32, dtype=bool)
+    after[[i for i, b in enumerate(tokens) if b and b[0] in _PLAIN_ESCAPES]] = True
+    words = np.packbits(after, bitorder="little").view("<u4").astype(np.uint32)
+    return slashed, words
+
+
+@lru_cache(maxsize=8)
 def _quote_tokens(vocab: Vocabulary) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]:
     """The tokens holding at least one, two and three `"` (what can close a key inside a key,
     where a key may start, in a value string), each as (ids, their mask word, their bit), `[n]`."""
@@ -104,9 +123,11 @@ def clear_token(words: np.ndarray, token_id: int) -> None:
 class UniqueKeysGrammar:
     """CompiledGrammar: `inner` (a JSON grammar) with duplicate keys removed."""
 
-    def __init__(self, inner: CompiledGrammar, vocab: Vocabulary) -> None:
+    def __init__(self, inner: CompiledGrammar, vocab: Vocabulary, plain_key_escapes: bool = False) -> None:
         self.inner = inner
         self.vocab = vocab
+        self.plain_escapes = plain_key_escapes
+        self._slashed, self._after_slash = _escape_tables(vocab) if plain_key_escapes else (None, None)
         self._closers = _quote_tokens(vocab)
         self._sorted = sorted_tokens(vocab)  # tokens by their bytes: the ends of earlier keys
         self._escaped = _escaped_closers(vocab)
@@ -134,17 +155,15 @@ class UniqueKeysMatcher:
         if token_id == self._grammar.vocab.eos_token_id:
             return state
         data = self._grammar.vocab.token_bytes[token_id] if 0 <= token_id < len(self._grammar.vocab.token_bytes) else None
-        return state if data is None else _advance(state, data)
+        return state if data is None else _advance(state, data, self._grammar.plain_escapes)
 
     def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
         self._inner.fill_bitmask(bitmask, row)
-        stack, in_string, _, key = self._states[-1]
-        if not any(frame is not None and frame[0] for frame in stack):
-            return  # no open object holds a key yet: nothing can repeat
-        # a key ends at its closing quote: inside a key any token with a `"` can close it; where a
-        # key may start, one holding a whole key (two quotes); in a value string, three
-        ids = self._grammar._closers[0 if key is not None else 2 if in_string else 1]
-        if not ids[0].size:
+        state = self._states[-1]
+        stack, in_string, escaped, key = state
+        repeats = any(frame is not None and frame[0] for frame in stack)  # else no key can repeat yet
+        escapes = key is not None and self._grammar.plain_escapes
+        if not (repeats or escapes):
             return
         if bitmask is self._host_of[0]:  # callers reuse one bitmask: torch views cost ~10 us a mask
             host, words = bitmask, self._host_of[1][row]
@@ -154,22 +173,44 @@ class UniqueKeysMatcher:
             if host is bitmask:
                 self._host_of = (bitmask, table)
             words = table[row]
-        state = self._states[-1]
-        token_bytes = self._grammar.vocab.token_bytes
-        if key is not None and b"\\" not in key and self._mask_key_ends(stack[-1][0], key, words, state):
-            pass  # inside a key: only the tokens that complete an earlier key, found by their bytes
-        else:
-            index, word, shift = ids
-            if index.size <= 32:  # a few candidates: Python reads their bits faster than numpy selects them
-                item = words.item
-                allowed = [token_id for token_id in index.tolist() if item(token_id >> 5) >> (token_id & 31) & 1]
-            else:
-                allowed = index[(words[word] >> shift) & 1 == 1].tolist()
-            for token_id in allowed:
-                if _advance(state, token_bytes[token_id]) is _DUPLICATE:
-                    clear_token(words, token_id)
+        if escapes:
+            self._mask_escapes(escaped, words, state)
+        if repeats:
+            self._mask_repeats(words, state)
         if host is not bitmask:
             bitmask[row].copy_(host[row])
+
+    def _mask_escapes(self, escaped: bool, words: np.ndarray, state: State) -> None:
+        """Inside a key: clear the tokens that escape a character JSON does not need escaped."""
+        if escaped:  # the token's first byte ends the escape
+            after = self._grammar._after_slash
+            n = min(len(words), len(after))
+            words[:n] &= after[:n]
+        token_bytes, slashed = self._grammar.vocab.token_bytes, self._grammar._slashed
+        for token_id in slashed[(words[slashed >> 5] >> (slashed & 31).astype(np.uint32)) & 1 == 1].tolist():
+            if _advance(state, token_bytes[token_id], True) is _DUPLICATE:
+                clear_token(words, token_id)
+
+    def _mask_repeats(self, words: np.ndarray, state: State) -> None:
+        """Clear the tokens that close a key already in its object."""
+        stack, in_string, _, key = state
+        # a key ends at its closing quote: inside a key any token with a `"` can close it; where a
+        # key may start, one holding a whole key (two quotes); in a value string, three
+        ids = self._grammar._closers[0 if key is not None else 2 if in_string else 1]
+        if not ids[0].size:
+            return
+        token_bytes, plain = self._grammar.vocab.token_bytes, self._grammar.plain_escapes
+        if key is not None and b"\\" not in key and self._mask_key_ends(stack[-1][0], key, words, state):
+            return  # inside a key: only the tokens that complete an earlier key, found by their bytes
+        index, word, shift = ids
+        if index.size <= 32:  # a few candidates: Python reads their bits faster than numpy selects them
+            item = words.item
+            allowed = [token_id for token_id in index.tolist() if item(token_id >> 5) >> (token_id & 31) & 1]
+        else:
+            allowed = index[(words[word] >> shift) & 1 == 1].tolist()
+        for token_id in allowed:
+            if _advance(state, token_bytes[token_id], plain) is _DUPLICATE:
+                clear_token(words, token_id)
 
     def _mask_key_ends(self, keys: frozenset, typed: bytes, words: np.ndarray, state: State) -> bool:
         """Inside a key whose bytes so far are `typed` (no escape): clear the tokens that close it
@@ -188,14 +229,14 @@ class UniqueKeysMatcher:
                 clear_token(words, token_id)
         token_bytes, item = self._grammar.vocab.token_bytes, words.item
         for token_id in self._grammar._escaped:
-            if item(token_id >> 5) >> (token_id & 31) & 1 and _advance(state, token_bytes[token_id]) is _DUPLICATE:
+            if item(token_id >> 5) >> (token_id & 31) & 1 and _advance(state, token_bytes[token_id], self._grammar.plain_escapes) is _DUPLICATE:
                 clear_token(words, token_id)
         return True
 
     def accept_token(self, token_id: int) -> None:
         following = self._next(self._states[-1], token_id)
         if following is None:
-            raise GrammarError(f"token {token_id} rejected: it would repeat a key of its JSON object")
+            raise GrammarError(f"token {token_id} rejected: it would repeat a key of its JSON object (or escape a key's character needlessly)")
         self._inner.accept_token(token_id)
         self._states.append(following)
 
@@ -224,7 +265,7 @@ class UniqueKeysMatcher:
     def forced_bytes(self, max_bytes: int = 64) -> bytes:
         forced = self._inner.forced_bytes(max_bytes)
         # Forced text never closes a free key in practice; if it would repeat one, force nothing.
-        return b"" if forced and _advance(self._states[-1], forced) is None else forced
+        return b"" if forced and _advance(self._states[-1], forced, self._grammar.plain_escapes) is None else forced
 
     def fork(self) -> "UniqueKeysMatcher":
         return UniqueKeysMatcher(self._grammar, self._inner.fork(), list(self._states))

@@ -267,6 +267,8 @@ class Oracle:
     def _order(self, value: Any, schemas: list[Any]) -> Any:
         if isinstance(value, dict):
             applicable = self._applicable(value, schemas)
+            if any("$ref" in schema for schema in applicable):  # by $id or URL: we cannot say its order
+                raise ValueError("a reference the oracle does not resolve: no canonical key order")
             for schema in applicable:  # a const/enum object is written in its own key order
                 for option in [schema["const"]] if "const" in schema else schema.get("enum", []):
                     if isinstance(option, dict) and option == value:
@@ -394,6 +396,18 @@ def _dumps_duplicating(value: Any, target: int, counter: list[int]) -> str:
         return "{" + body + "}"
     if isinstance(value, list):
         return "[" + ",".join(_dumps_duplicating(v, target, counter) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def dumps_escaping_keys(value: Any) -> str:
+    """`value` as compact JSON with the first character of every key written as a `\\uXXXX`
+    escape: the same value to a validator, an undeclared key to an engine reading raw text."""
+    if isinstance(value, dict):
+        def key(k: str) -> str:
+            return json.dumps(k, ensure_ascii=False) if not k else '"\\u%04x' % ord(k[0]) + json.dumps(k[1:], ensure_ascii=False)[1:] if ord(k[0]) < 0x10000 else json.dumps(k, ensure_ascii=False)
+        return "{" + ",".join(key(k) + ":" + dumps_escaping_keys(v) for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(dumps_escaping_keys(v) for v in value) + "]"
     return json.dumps(value, ensure_ascii=False)
 
 

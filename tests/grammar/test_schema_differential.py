@@ -40,7 +40,7 @@ from constrained_spec.grammar.llguidance_backend import LLGuidanceGrammar, llgui
 from constrained_spec.grammar.regex_backend import CompiledRegex
 from constrained_spec.grammar.unique_items import UniqueItemsGrammar
 
-from schema_oracle import Oracle, TokenIndex, check_walk, engine_of, generation_schema, mutations, text_mutations, walk
+from schema_oracle import Oracle, TokenIndex, check_walk, dumps_escaping_keys, engine_of, generation_schema, mutations, text_mutations, walk
 from schema_strategies import NEGATED_OBJECTS, SCHEMAS
 
 FULL = os.environ.get("CONSTRAINED_SPEC_FULL") == "1"
@@ -58,6 +58,7 @@ B2 = "B2: additionalProperties absent is treated as false ({'type':'object'} ref
 B3 = "B3: Lark path, a key with a quote loses its backslash ({\"a\"b\":1} refused, {\"a\"b\":1 with a bare quote accepted)"
 B4 = "B4: Lark path, a merged ',\"k\":' terminal blocks ',' + string in a free-form value ({\"v\":[1,\"a\"]} refused)"
 B5 = "B5: not {required: [k]} admitted non-objects, which satisfy `required` vacuously (1 and [] accepted)"
+B6 = "B6: llguidance, a key spelled with \\u escapes passed as undeclared ({\"\\u0061\":\"x\"} accepted where a must be an integer)"
 OPEN_BUGS: set[str] = set()
 CLOSED_OBJECTS_BUG = None
 KNOWN_BUGS: dict[tuple[str, str], str] = {}
@@ -142,10 +143,19 @@ class Harness:
         return problems
 
     def texts(self, oracle: Oracle, value, rng: random.Random, count: int) -> list[str]:
-        """The canonical text of `value`, its instance-order text, and mutated variants."""
-        text = oracle.canonical_text(value)
+        """The canonical text of `value`, its instance-order text, and mutated variants (one
+        with its keys spelled through `\\u` escapes)."""
+        def written(v) -> str:  # canonical where the oracle knows the key order
+            try:
+                return oracle.canonical_text(v)
+            except ValueError:
+                return json.dumps(v, separators=(",", ":"), ensure_ascii=False)
+
+        text = written(value)
         out = [text, json.dumps(value, separators=(",", ":"), ensure_ascii=False)]
-        out += [oracle.canonical_text(v) for v in mutations(value, rng, count)]
+        mutated = mutations(value, rng, count)
+        out += [written(v) for v in mutated]
+        out += [dumps_escaping_keys(v) for v in [value, *mutated[:1]] if isinstance(v, dict) and v]
         out += text_mutations(text, value, rng, max(1, count // 2))
         return list(dict.fromkeys(out))
 
@@ -167,6 +177,9 @@ REPRODUCERS = {
     B4: ({"type": "object", "properties": {"v": {}, "k": {"type": "integer"}}, "required": ["v"], "additionalProperties": False},
          [{"v": [1, "a"]}, {"v": {"a": 1, "b": 2}}, {"v": 1, "k": 2}], []),
     B5: ({"not": {"required": ["a"]}}, [{}, {"b": 1}], ["1", '"x"', "[]", "null"]),
+    B6: ({"type": "object", "properties": {"a": {"type": "integer"}, "b\"": {"type": "integer"}}, "patternProperties": {"^c": {"type": "integer"}},
+          "additionalProperties": {"type": "string"}}, [{"a": 1, "x": "y"}, {"b\"": 2, "cd": 3}],
+         ['{"\\u0061":"x"}', '{"\\u0061":1}', '{"b\\u0022":"x"}', '{"\\u0063d":"x"}', '{"\\/":"x"}', '{"a\\/b":"x"}', '{"\\"":"x"}']),
 }
 
 

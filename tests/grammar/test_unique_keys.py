@@ -128,3 +128,37 @@ def _greedy_ids(vocab, text: str) -> list[int]:
         else:
             raise AssertionError(f"no token for {data[:4]!r}")
     return ids
+
+
+def test_plain_key_escapes_over_llguidance(smollm2_vocab):
+    """Over llguidance keys hold only the escapes JSON needs (issue 11, B6 in
+    test_schema_differential): after a backslash in a key only `"`, `\\`, b, f, n, r, t may
+    follow; `\\u0061` (the key `a`, an undeclared key to llguidance) cannot be written, in the
+    mask or through accept_token; in a value string it still can."""
+    from constrained_spec.grammar import compile_json_schema
+    from constrained_spec.grammar.unique_keys import UniqueKeysGrammar
+
+    vocab = smollm2_vocab
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "string"}}
+    grammar = compile_json_schema(schema, vocab)
+    assert isinstance(grammar, UniqueKeysGrammar) and grammar.plain_escapes
+    by_bytes = {b: i for i, b in enumerate(vocab.token_bytes) if b is not None}
+    m = grammar.matcher()
+    for piece in (b"{", b'"', b"\\"):
+        m.accept_token(by_bytes[piece])
+    after_slash = allowed(m, vocab)
+    assert after_slash, "some escape must stay writable"
+    assert all(vocab.token_bytes[t][:1] in (b'"', b"\\", b"b", b"f", b"n", b"r", b"t") for t in after_slash)
+    assert by_bytes[b"n"] in after_slash and by_bytes[b"u"] not in after_slash
+    with pytest.raises(GrammarError):
+        m.accept_token(by_bytes[b"u"])
+    # before the backslash: no token that spells a needless escape (`\u`, `\/`) is allowed
+    m.rollback(1)
+    before = allowed(m, vocab)
+    assert by_bytes[b"\\"] in before
+    assert not [t for t in before if b"\\u" in vocab.token_bytes[t] or b"\\/" in vocab.token_bytes[t]]
+    # a value string keeps every escape JSON has
+    v = grammar.matcher()
+    for piece in (b"{", b'"', b"b", b'":', b'"', b"\\"):
+        v.accept_token(by_bytes[piece])
+    assert by_bytes[b"u"] in allowed(v, vocab)

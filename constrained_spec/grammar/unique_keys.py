@@ -1,4 +1,4 @@
-"""JSON without duplicate keys: a wrapper over any JSON grammar (JSON-object mode).
+r"""JSON without duplicate keys: a wrapper over any JSON grammar (JSON-object mode).
 
 "No key twice in one object" is not context-free, so no grammar says it; this wrapper tracks the
 keys of every open object byte by byte alongside the wrapped matcher and removes, from the
@@ -11,14 +11,15 @@ containers (an object frame holds its keys and whether a key comes next), and th
 read (with its escape state, and its raw bytes when it is a key).
 
 Over llguidance (`plain_key_escapes`), keys are also held to the escapes JSON needs (`\"`, `\\`,
-`\b\f\n\r\t`): llguidance tells a declared or patterned key from an undeclared one by its raw
-text, so `{"\u0061":"x"}` was an undeclared key there while validators read the key `a`.
+`\b\f\n\r\t`, `\u00XX` for other control characters): llguidance tells a declared or patterned
+key from an undeclared one by its raw text, so `{"\u0061":"x"}` was an undeclared key there while
+validators read the key `a`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -31,21 +32,43 @@ __all__ = ["UniqueKeysGrammar", "UniqueKeysMatcher", "clear_token", "decode_key"
 
 # State: (stack, in_string, escaped, key) where stack is a tuple of frames, a frame is None (an
 # array) or (keys: frozenset[str], key_next: bool), and key is the raw bytes of the key being read
-# (None when the string is a value or no string is open). Immutable, so rollback is a list pop.
+# (None when the string is a value or no string is open); escaped is True after a backslash, the
+# hex digits so far inside a key's \u escape (plain_escapes), else False. Immutable, so rollback
+# is a list pop.
 State = tuple
 _START: State = ((), False, False, None)
 _DUPLICATE = None  # what _advance returns when a byte closes a duplicate key (or escapes one oddly)
-_PLAIN_ESCAPES = frozenset(b'"\\bfnrt')  # after a backslash in a key, where plain_escapes holds
+_PLAIN_ESCAPES = frozenset(b'"\\bfnrt')  # after a backslash in a key, where plain_escapes holds (or a u)
+
+
+def _control_escape(digits: bytes) -> bool:
+    """Whether `digits` begin the hex of a \\u escape JSON needs: a control character without
+    a short escape (U+0000..U+001F but \\b \\t \\n \\f \\r)."""
+    text = digits.decode("latin-1").lower()
+    if any(c not in "0123456789abcdef" for c in text) or text[:2] != "00"[: len(text)]:
+        return False
+    if len(text) >= 3 and text[2] not in "01":
+        return False
+    return len(text) < 4 or int(text, 16) not in (8, 9, 10, 12, 13)
 
 
 def _advance(state: State, data: bytes, plain_escapes: bool = False) -> State | None:
     stack, in_string, escaped, key = state
     for byte in data:
         if in_string:
-            if escaped:
+            if escaped is True:
                 escaped = False
-                if plain_escapes and key is not None and byte not in _PLAIN_ESCAPES:
+                if plain_escapes and key is not None:
+                    if byte == 0x75:  # \u in a key: only a control character's (what JSON needs)
+                        escaped = b""
+                    elif byte not in _PLAIN_ESCAPES:
+                        return _DUPLICATE
+            elif escaped is not False:  # the hex digits of a key's \u escape so far
+                escaped += bytes((byte,))
+                if not _control_escape(escaped):
                     return _DUPLICATE
+                if len(escaped) == 4:
+                    escaped = False
             elif byte == 0x5C:  # backslash
                 escaped = True
             elif byte == 0x22:  # closing quote
@@ -92,15 +115,19 @@ def _escaped_closers(vocab: Vocabulary) -> list[int]:
 
 
 @lru_cache(maxsize=8)
-def _escape_tables(vocab: Vocabulary) -> tuple[np.ndarray, np.ndarray]:
-    """(the tokens holding a backslash `[n]`, the packed mask of tokens that may follow a
-    backslash in a key `[ceil(V/32)]` uint32: those starting with a plain escape letter)."""
+def _escape_tables(vocab: Vocabulary) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For keys held to plain escapes: the tokens holding a backslash `[n]`; the packed mask of
+    tokens that may follow a backslash in a key (a plain escape letter or `u`) `[ceil(V/32)]`
+    uint32; the tokens starting with `u` `[n]`; those starting with a hex digit `[n]`."""
     tokens = vocab.token_bytes
-    slashed = np.array([i for i, b in enumerate(tokens) if b is not None and b"\\" in b], dtype=np.int64)
+
+    def ids(test: Callable[[bytes], bool]) -> np.ndarray:
+        return np.array([i for i, b in enumerate(tokens) if b and test(b)], dtype=np.int64)
+
     after = np.zeros(((len(tokens) + 31) // 32) * 32, dtype=bool)
-    after[[i for i, b in enumerate(tokens) if b and b[0] in _PLAIN_ESCAPES]] = True
+    after[ids(lambda b: b[0] in _PLAIN_ESCAPES or b[0] == 0x75)] = True
     words = np.packbits(after, bitorder="little").view("<u4").astype(np.uint32)
-    return slashed, words
+    return ids(lambda b: b"\\" in b), words, ids(lambda b: b[0] == 0x75), ids(lambda b: chr(b[0]) in "0123456789abcdefABCDEF")
 
 
 @lru_cache(maxsize=8)
@@ -127,7 +154,7 @@ class UniqueKeysGrammar:
         self.inner = inner
         self.vocab = vocab
         self.plain_escapes = plain_key_escapes
-        self._slashed, self._after_slash = _escape_tables(vocab) if plain_key_escapes else (None, None)
+        self._slashed, self._after_slash, self._u_start, self._hex_start = _escape_tables(vocab) if plain_key_escapes else (None,) * 4
         self._closers = _quote_tokens(vocab)
         self._sorted = sorted_tokens(vocab)  # tokens by their bytes: the ends of earlier keys
         self._escaped = _escaped_closers(vocab)
@@ -180,16 +207,21 @@ class UniqueKeysMatcher:
         if host is not bitmask:
             bitmask[row].copy_(host[row])
 
-    def _mask_escapes(self, escaped: bool, words: np.ndarray, state: State) -> None:
+    def _mask_escapes(self, escaped: bool | bytes, words: np.ndarray, state: State) -> None:
         """Inside a key: clear the tokens that escape a character JSON does not need escaped."""
-        if escaped:  # the token's first byte ends the escape
-            after = self._grammar._after_slash
-            n = min(len(words), len(after))
-            words[:n] &= after[:n]
-        token_bytes, slashed = self._grammar.vocab.token_bytes, self._grammar._slashed
-        for token_id in slashed[(words[slashed >> 5] >> (slashed & 31).astype(np.uint32)) & 1 == 1].tolist():
-            if _advance(state, token_bytes[token_id], True) is _DUPLICATE:
-                clear_token(words, token_id)
+        grammar = self._grammar
+        candidates = [grammar._slashed]  # a backslash inside the token
+        if escaped is True:  # the token's first byte ends the escape (or starts a \u)
+            n = min(len(words), len(grammar._after_slash))
+            words[:n] &= grammar._after_slash[:n]
+            candidates.append(grammar._u_start)
+        elif escaped is not False:  # inside a \u escape's hex digits
+            candidates.append(grammar._hex_start)
+        token_bytes = grammar.vocab.token_bytes
+        for ids in candidates:
+            for token_id in ids[(words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1 == 1].tolist():
+                if _advance(state, token_bytes[token_id], True) is _DUPLICATE:
+                    clear_token(words, token_id)
 
     def _mask_repeats(self, words: np.ndarray, state: State) -> None:
         """Clear the tokens that close a key already in its object."""

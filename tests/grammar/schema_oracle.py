@@ -119,6 +119,19 @@ def _ascii_classes(cls: type) -> type:
     return jsonschema.validators.extend(cls, {"pattern": pattern, "patternProperties": pattern_properties})
 
 
+def _exact_unique(cls: type) -> type:
+    """`cls` with `uniqueItems` compared pairwise: jsonschema sorts the items first and compares
+    neighbours, so `[[[0],"a"],[[false],"a"],[[0],"a"]]` (0 and false sort alike) passed as unique."""
+    from jsonschema._utils import equal
+
+    def unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Any:
+        if unique and validator.is_type(instance, "array"):
+            if any(equal(instance[i], instance[j]) for i in range(len(instance)) for j in range(i)):
+                yield jsonschema.ValidationError(f"{instance!r} has non-unique elements")
+
+    return jsonschema.validators.extend(cls, {"uniqueItems": unique_items})
+
+
 def normalize_numbers(value: Any) -> Any:
     """Integral floats become ints (the compiler writes `1`, not `1.0`)."""
     if isinstance(value, float) and value.is_integer():
@@ -159,7 +172,7 @@ class Oracle:
         """`generated`: the narrower schema the compiler documents it generates (see
         `generation_schema`); a text counts as canonical (completeness is required) only if it is
         valid there too. Soundness is always judged against `schema`."""
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        cls = _exact_unique(jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator))
         self.schema = schema
         self.generated = None if generated is None else cls(generated, format_checker=cls.FORMAT_CHECKER)
         self.validator = cls(schema, format_checker=cls.FORMAT_CHECKER)

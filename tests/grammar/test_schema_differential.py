@@ -92,8 +92,10 @@ class Harness:
             engines[name] = default
             if name == "regex":  # the same grammar on the Lark path, uniqueItems on top as there
                 unique: list[str] = []
-                lark = compile_lark(schema_to_grammar(schema, unique_items=unique).to_lark(), self.vocab)
-                engines["lark"] = UniqueItemsGrammar(lark, self.vocab, schema) if unique else lark
+                grammar = schema_to_grammar(schema, unique_items=unique)
+                if grammar.free_extras == schema_to_grammar(schema).free_extras:  # else another language (the oracle's is the regex one's)
+                    lark = compile_lark(grammar.to_lark(), self.vocab)
+                    engines["lark"] = UniqueItemsGrammar(lark, self.vocab, schema) if unique else lark
         except GrammarError:
             self.stats["refused ours"] += 1
         except RecursionError as exc:  # a crash is a bug too: report it as one

@@ -132,9 +132,10 @@ def _greedy_ids(vocab, text: str) -> list[int]:
 
 def test_plain_key_escapes_over_llguidance(smollm2_vocab):
     """Over llguidance keys hold only the escapes JSON needs (issue 11, B6 in
-    test_schema_differential): after a backslash in a key only `"`, `\\`, b, f, n, r, t may
-    follow; `\\u0061` (the key `a`, an undeclared key to llguidance) cannot be written, in the
-    mask or through accept_token; in a value string it still can."""
+    test_schema_differential): after a backslash in a key only `"`, `\\`, b, f, n, r, t, or the
+    `\\u00XX` of a control character without a short escape may follow; `\\u0061` (the key `a`,
+    an undeclared key to llguidance) cannot be written, in the mask or through accept_token; in
+    a value string it still can."""
     from constrained_spec.grammar import compile_json_schema
     from constrained_spec.grammar.unique_keys import UniqueKeysGrammar
 
@@ -148,15 +149,23 @@ def test_plain_key_escapes_over_llguidance(smollm2_vocab):
         m.accept_token(by_bytes[piece])
     after_slash = allowed(m, vocab)
     assert after_slash, "some escape must stay writable"
-    assert all(vocab.token_bytes[t][:1] in (b'"', b"\\", b"b", b"f", b"n", b"r", b"t") for t in after_slash)
-    assert by_bytes[b"n"] in after_slash and by_bytes[b"u"] not in after_slash
+    assert all(vocab.token_bytes[t][:1] in (b'"', b"\\", b"b", b"f", b"n", b"r", b"t", b"u") for t in after_slash)
+    assert by_bytes[b"n"] in after_slash and by_bytes[b"u"] in after_slash  # \u: control characters only
+    m.accept_token(by_bytes[b"u"])
+    assert by_bytes[b"0"] in allowed(m, vocab) and by_bytes[b"6"] not in allowed(m, vocab)
+    m.accept_token(by_bytes[b"0"])
+    m.accept_token(by_bytes[b"0"])
+    assert by_bytes[b"1"] in allowed(m, vocab) and by_bytes[b"6"] not in allowed(m, vocab)  # \u006.: a letter
     with pytest.raises(GrammarError):
-        m.accept_token(by_bytes[b"u"])
-    # before the backslash: no token that spells a needless escape (`\u`, `\/`) is allowed
+        m.accept_token(by_bytes[b"6"])
+    m.accept_token(by_bytes[b"1"])
+    assert by_bytes[b"4"] in allowed(m, vocab)  # \u0014 (no short escape): needed
+    m.rollback(4)
+    # before the backslash: no token that spells a needless escape (`\u0061`, `\/`) is allowed
     m.rollback(1)
     before = allowed(m, vocab)
     assert by_bytes[b"\\"] in before
-    assert not [t for t in before if b"\\u" in vocab.token_bytes[t] or b"\\/" in vocab.token_bytes[t]]
+    assert not [t for t in before if b"\\/" in vocab.token_bytes[t] or b"\\u006" in vocab.token_bytes[t]]
     # a value string keeps every escape JSON has
     v = grammar.matcher()
     for piece in (b"{", b'"', b"b", b'":', b'"', b"\\"):

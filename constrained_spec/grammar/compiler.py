@@ -176,6 +176,7 @@ def _llguidance_or_native(
     whitespace to 16 characters, llguidance does not)."""
     if strict or whitespace == "flexible":
         return native()
+    from .json_key_order import any_order
     from .llguidance_backend import compile_llguidance, llguidance_schema
 
     ignored: dict[str, str] = {}
@@ -191,10 +192,15 @@ def _llguidance_or_native(
             rewritten.append(spec)
             if spec is None or (len(rewritten) > 1 and spec == rewritten[0]):
                 return None
-            try:
-                compiled = compile_llguidance("json_schema", spec, vocab, whitespace=whitespace)
-            except (GrammarError, RecursionError) as exc:
-                log.info("llguidance refused the schema (%s)", str(exc)[:200])
+            compiled = None
+            reordered = any_order(spec)  # optional keys in any order; as declared where llguidance refuses that
+            for spec in [reordered, spec] if reordered is not spec else [spec]:
+                try:
+                    compiled = compile_llguidance("json_schema", spec, vocab, whitespace=whitespace)
+                    break
+                except (GrammarError, RecursionError) as exc:
+                    log.info("llguidance refused the schema (%s)", str(exc)[:200])
+            if compiled is None:
                 return None
         compiled = _no_repeated_keys(compiled, vocab, spec)
         if unique_items:  # llguidance has no uniqueItems: enforced on top, exactly

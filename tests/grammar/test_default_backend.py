@@ -223,8 +223,14 @@ def test_no_key_twice_on_llguidance(backend):
     assert _walk(compiled, branches, '{"id":null,"k":1}') and not _walk(compiled, branches, '{"id":null,"id":null}')
     assert not _walk(compile_json_schema({"type": "object"}, BYTES, backend=backend), {"type": "object"}, '{"a":1,"a":2}')
     closed = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "array", "items": {"$ref": "#/$defs/p"}}},
-              "additionalProperties": False, "$defs": {"p": {"type": "object", "properties": {"q": {"type": "integer"}}, "additionalProperties": False}}}
+              "required": ["a", "b"], "additionalProperties": False,
+              "$defs": {"p": {"type": "object", "properties": {"q": {"type": "integer"}}, "required": ["q"], "additionalProperties": False}}}
     assert isinstance(compile_json_schema(closed, BYTES, backend=backend), LLGuidanceGrammar)
+    if backend == "default":  # optional keys come in any order (json_key_order): a patterned key must not repeat
+        optional = {k: v for k, v in closed.items() if k != "required"}
+        compiled = compile_json_schema(optional, BYTES, backend=backend)
+        assert _walk(compiled, optional, '{"b":[],"a":"x"}') and _walk(compiled, optional, '{"a":"x","b":[]}')
+        assert not _walk(compiled, optional, '{"a":"x","a":"y"}') and not _walk(compiled, optional, '{"c":1}')
 
 
 @pytest.mark.parametrize("spec,admits", [

@@ -1,0 +1,143 @@
+"""Optional keys in any order on the default backend (grammar/json_key_order.py, issue 11).
+
+llguidance writes declared keys in schema order; the default backend hands it optional keys as
+exact patterns where that keeps the schema's own order writable. Checked on the real tokenizer
+(SmolLM2), each walk judged by jsonschema:
+  - instances with their optional keys in other orders are accepted (the keys a merged object
+    requires, and optional ones declared before them, stay where the schema declares them),
+    and so is the schema's own order;
+  - invalid variants (a moved key with a wrong value, a key repeated, an unknown key where
+    objects are closed) are refused;
+  - where a later part of a merge requires a key, earlier parts keep their keys declared (the
+    declared order stays writable).
+The shapes are those of the corpus schemas whose valid instances llguidance refused for key order
+(asmdef, codeclimate, label-commenter-config, webjob-publish-settings)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import jsonschema
+import pytest
+
+from constrained_spec.bitmask import new_bitmask
+from constrained_spec.grammar import compile_json_schema
+from constrained_spec.grammar.json_key_order import any_order, exact_key
+from constrained_spec.grammar.llguidance_backend import LLGuidanceGrammar
+
+
+def _engine(compiled):
+    while hasattr(compiled, "inner"):
+        compiled = compiled.inner
+    return compiled
+
+
+def _accepts(compiled, tokenizer, vocab, text: str) -> bool:
+    """The matcher's verdict on `text` in the model's own tokenization, EOS at the end."""
+    mask, matcher = new_bitmask(1, vocab.size), compiled.matcher()
+
+    def allowed(token: int) -> bool:
+        matcher.fill_bitmask(mask)
+        return bool((int(mask[0, token // 32]) >> (token % 32)) & 1)
+
+    for token in tokenizer.encode(text, add_special_tokens=False):
+        if not allowed(token):
+            return False
+        matcher.accept_token(token)
+    return allowed(vocab.eos_token_id)
+
+
+ENABLED = {"type": "object", "properties": {"enabled": {"type": "boolean"}}}
+# name -> (schema, valid texts in other key orders (the first in the schema's own order), invalid texts)
+CASES = {
+    # asmdef: the root's keys next to an anyOf whose branches declare one of them again
+    "merged-branches": ({"type": "object", "properties": {"name": {"type": "string"}, "refs": {"type": "array", "items": {"type": "string"}},
+                                                          "include": {"type": "array"}},
+                         "anyOf": [{"properties": {"include": {"minItems": 1}}}, {"properties": {"include": {"maxItems": 0}}}]},
+                        ['{"name":"x","refs":["u"],"include":["a"]}', *(
+                            "{" + ",".join(p) + "}" for p in itertools.permutations(['"name":"x"', '"refs":["u"]', '"include":["a"]']))],
+                        ['{"include":"a","name":"x"}', '{"refs":["u"],"name":1}']),
+    # codeclimate: a $ref next to properties (llguidance wrote the sibling's keys first)
+    "ref-and-siblings": ({"type": "object", "properties": {"check": {"$ref": "#/$defs/enabled", "properties": {"config": {"type": "object"}}}},
+                          "$defs": {"enabled": ENABLED}},
+                         ['{"check":{"config":{"t":5},"enabled":true}}', '{"check":{"enabled":true,"config":{"t":5}}}'],
+                         ['{"check":{"enabled":1,"config":{}}}', '{"check":{"config":{},"enabled":1}}', '{"check":{"config":1}}']),
+    # label-commenter-config: array items with a $ref and properties of their own
+    "items-ref": ({"type": "object", "properties": {"labels": {"type": "array", "items": {"$ref": "#/$defs/label", "properties": {"name": {"type": "string"}}}}},
+                   "$defs": {"label": {"type": "object", "properties": {"labeled": {"type": "object"}, "unlabeled": {"type": "object"}}}}},
+                  ['{"labels":[{"name":"bug","labeled":{}}]}', '{"labels":[{"labeled":{},"name":"bug","unlabeled":{}}]}',
+                   '{"labels":[{"unlabeled":{},"labeled":{}}]}'],
+                  ['{"labels":[{"labeled":{},"name":5}]}', '{"labels":[{"labeled":1,"name":"a"}]}']),
+    # webjob-publish-settings: oneOf of references that require different keys
+    "branch-requirements": ({"type": "object", "required": ["mode"], "$defs": {
+                                "shared": {"properties": {"job": {"type": "string"}, "start": {"type": "string"}, "every": {"type": "integer"}}},
+                                "scheduled": {"required": ["job", "start"], "allOf": [{"$ref": "#/$defs/shared"}], "properties": {"mode": {"const": "sched"}}},
+                                "manual": {"required": ["mode"], "allOf": [{"$ref": "#/$defs/shared"}], "properties": {"mode": {"const": "manual"}}}},
+                             "oneOf": [{"$ref": "#/$defs/scheduled"}, {"$ref": "#/$defs/manual"}]},
+                            ['{"mode":"manual","job":"j","every":3}', '{"mode":"manual","every":3,"job":"j"}'],
+                            ['{"mode":"manual","job":1}', '{"mode":"sched","every":3}', '{"mode":"manual","every":"x","job":"j"}']),
+    # closed, a required key declared between optional ones: optional keys after it in any order
+    "closed-required-middle": ({"type": "object", "properties": {"a": {"type": "string"}, "id": {"type": "integer"}, "b": {"type": "boolean"},
+                                                                 "c": {"type": "null"}}, "required": ["id"], "additionalProperties": False},
+                               ['{"a":"x","id":1,"b":true,"c":null}', '{"a":"x","id":1,"c":null,"b":true}', '{"id":1,"c":null}'],
+                               ['{"id":1,"b":1}', '{"id":1,"c":null,"d":1}', '{"id":1,"c":null,"c":null}']),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_optional_keys_in_any_order(case, smollm2_tokenizer, smollm2_vocab):
+    schema, valid, invalid = CASES[case]
+    compiled = compile_json_schema(schema, smollm2_vocab)
+    assert isinstance(_engine(compiled), LLGuidanceGrammar), "these shapes stay on llguidance"
+    validator = jsonschema.Draft202012Validator(schema)
+    for text in valid:
+        assert validator.is_valid(json.loads(text)), text
+        assert _accepts(compiled, smollm2_tokenizer, smollm2_vocab, text), f"{case}: valid {text} refused"
+    for text in invalid:
+        assert not validator.is_valid(json.loads(text)) or '"c":null,"c":null' in text, text
+        assert not _accepts(compiled, smollm2_tokenizer, smollm2_vocab, text), f"{case}: invalid {text} accepted"
+    first = valid[0]  # a key repeated (json.loads keeps the last: a validator never sees it)
+    key, _, rest = first[2:].partition('"')
+    repeated = first[:-1] + ',"' + key + '"' + rest.split(",")[0].rstrip("}") + "}"
+    assert not _accepts(compiled, smollm2_tokenizer, smollm2_vocab, repeated), f"{case}: repeated key in {repeated} accepted"
+
+
+def test_a_later_requirement_keeps_earlier_keys_declared():
+    """allOf [{a}, {c, required c}]: llguidance writes declared keys before patterned ones, so
+    moving `a` would refuse the schema's own order `{"a":..,"c":..}`: nothing before the last
+    node holding a kept key moves; what comes after it does."""
+    schema = {"type": "object", "allOf": [{"properties": {"a": {}}}, {"properties": {"c": {}, "d": {}, "e": {}}, "required": ["c"]}]}
+    out = any_order(schema)
+    first, second = out["allOf"]
+    assert first == {"properties": {"a": {}}}
+    assert second["properties"] == {"c": {}} and set(second["patternProperties"]) == {"^d$", "^e$"}
+    assert any_order({"type": "object", "properties": {"a": {}}, "required": ["a"]}) == {"type": "object", "properties": {"a": {}}, "required": ["a"]}
+
+
+def test_shared_definitions_move_only_what_every_use_allows():
+    """A definition used alone (all keys optional) and merged before a required key elsewhere
+    keeps its keys declared: the stricter family decides."""
+    shared = {"properties": {"x": {}, "y": {}}}
+    schema = {"$defs": {"s": shared}, "properties": {"alone": {"$ref": "#/$defs/s"},
+                                                     "merged": {"allOf": [{"$ref": "#/$defs/s"}, {"properties": {"z": {}}, "required": ["z"]}]}}}
+    out = any_order(schema)
+    assert out["$defs"]["s"] == shared
+    assert any_order({"$defs": {"s": shared}, "properties": {"alone": {"$ref": "#/$defs/s"}}})["$defs"]["s"] == {
+        "patternProperties": {"^x$": {}, "^y$": {}}}
+
+
+def test_keys_other_patterns_match_stay_declared_and_unknown_references_move_nothing():
+    schema = {"properties": {"xa": {}, "b": {}}, "patternProperties": {"^x": {"type": "integer"}}}
+    assert any_order(schema)["properties"] == {"xa": {}} and set(any_order(schema)["patternProperties"]) == {"^x", "^b$"}
+    remote = {"properties": {"a": {}, "b": {}}, "allOf": [{"$ref": "https://example.com/s.json"}]}
+    assert any_order(remote) is remote
+    assert any_order({"properties": {"a": {}, "b": {}}, "minProperties": 1}) == {"properties": {"a": {}, "b": {}}, "minProperties": 1}
+
+
+@pytest.mark.parametrize("name", ["a.b", "x-y", "$ref", "a b", "é", "a\"b", "a\\b", "tab\tx", "^x$", "a+b*", "日本", ""])
+def test_exact_key_patterns_match_the_key_alone(name):
+    import re
+
+    pattern = re.compile(exact_key(name))
+    assert pattern.search(name) and not pattern.search(name + "z") and not pattern.search("z" + name)

@@ -115,19 +115,28 @@ def _escaped_closers(vocab: Vocabulary) -> list[int]:
 
 
 @lru_cache(maxsize=8)
-def _escape_tables(vocab: Vocabulary) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """For keys held to plain escapes: the tokens holding a backslash `[n]`; the packed mask of
-    tokens that may follow a backslash in a key (a plain escape letter or `u`) `[ceil(V/32)]`
-    uint32; the tokens starting with `u` `[n]`; those starting with a hex digit `[n]`."""
+def _escape_tables(vocab: Vocabulary) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For keys held to plain escapes, packed masks `[ceil(V/32)]` uint32 and id lists `[n]`:
+    the tokens that keep a key's escapes plain when it is not inside one (all but `\\_`,
+    `\\'`, ... : whether a token escapes oddly before its first quote does not depend on the
+    key so far); the tokens holding a backslash; the tokens that may follow a backslash in a key
+    (a plain escape letter or `u`); the tokens starting with `u`; those starting with a hex digit."""
     tokens = vocab.token_bytes
+    words = (len(tokens) + 31) // 32
 
     def ids(test: Callable[[bytes], bool]) -> np.ndarray:
         return np.array([i for i, b in enumerate(tokens) if b and test(b)], dtype=np.int64)
 
-    after = np.zeros(((len(tokens) + 31) // 32) * 32, dtype=bool)
-    after[ids(lambda b: b[0] in _PLAIN_ESCAPES or b[0] == 0x75)] = True
-    words = np.packbits(after, bitorder="little").view("<u4").astype(np.uint32)
-    return ids(lambda b: b"\\" in b), words, ids(lambda b: b[0] == 0x75), ids(lambda b: chr(b[0]) in "0123456789abcdefABCDEF")
+    def packed(allowed_ids: np.ndarray) -> np.ndarray:
+        allowed = np.zeros(words * 32, dtype=bool)
+        allowed[allowed_ids] = True
+        return np.packbits(allowed, bitorder="little").view("<u4").astype(np.uint32)
+
+    inside: State = (((frozenset(), False),), True, False, b"")  # in a key, no escape open
+    odd = ids(lambda b: b"\\" in b and _advance(inside, b, True) is _DUPLICATE)
+    plain = ~packed(odd)
+    after = packed(ids(lambda b: b[0] in _PLAIN_ESCAPES or b[0] == 0x75))
+    return plain, ids(lambda b: b"\\" in b), after, ids(lambda b: b[0] == 0x75), ids(lambda b: chr(b[0]) in "0123456789abcdefABCDEF")
 
 
 @lru_cache(maxsize=8)
@@ -154,7 +163,8 @@ class UniqueKeysGrammar:
         self.inner = inner
         self.vocab = vocab
         self.plain_escapes = plain_key_escapes
-        self._slashed, self._after_slash, self._u_start, self._hex_start = _escape_tables(vocab) if plain_key_escapes else (None,) * 4
+        tables = _escape_tables(vocab) if plain_key_escapes else (None,) * 5
+        self._plain_in_key, self._slashed, self._after_slash, self._u_start, self._hex_start = tables
         self._closers = _quote_tokens(vocab)
         self._sorted = sorted_tokens(vocab)  # tokens by their bytes: the ends of earlier keys
         self._escaped = _escaped_closers(vocab)
@@ -210,12 +220,16 @@ class UniqueKeysMatcher:
     def _mask_escapes(self, escaped: bool | bytes, words: np.ndarray, state: State) -> None:
         """Inside a key: clear the tokens that escape a character JSON does not need escaped."""
         grammar = self._grammar
-        candidates = [grammar._slashed]  # a backslash inside the token
-        if escaped is True:  # the token's first byte ends the escape (or starts a \u)
+        if escaped is False:  # the common case: one AND with the tokens that escape plainly
+            n = min(len(words), len(grammar._plain_in_key))
+            words[:n] &= grammar._plain_in_key[:n]
+            return
+        candidates = [grammar._slashed]  # an escape open: the token's first bytes continue it
+        if escaped is True:  # the first byte ends the escape (or starts a \u)
             n = min(len(words), len(grammar._after_slash))
             words[:n] &= grammar._after_slash[:n]
             candidates.append(grammar._u_start)
-        elif escaped is not False:  # inside a \u escape's hex digits
+        else:  # inside a \u escape's hex digits
             candidates.append(grammar._hex_start)
         token_bytes = grammar.vocab.token_bytes
         for ids in candidates:

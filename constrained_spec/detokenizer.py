@@ -49,7 +49,10 @@ class Detokenizer:
 
     def push(self, token_ids: Iterable[int]) -> bool:
         """Append tokens; returns True once the text has ended. Tokens after the end are ignored,
-        so push one token at a time to learn which token ended it."""
+        so with stop strings push one token at a time to learn which token ended it. Without
+        any, only EOS ends the text, so a push decodes its tokens once (a step's few tokens: one
+        decode pair instead of one per token)."""
+        each = bool(self.stop)
         for token in token_ids:
             if self.stopped:
                 break
@@ -57,6 +60,9 @@ class Detokenizer:
                 self.finish()
                 break
             self.token_ids.append(int(token))
+            if each:
+                self._decode_window(final=False)
+        if not each and not self.stopped and self._decoded < len(self.token_ids):
             self._decode_window(final=False)
         return self.stopped
 

@@ -41,7 +41,7 @@ from .detokenizer import Detokenizer
 from .devices import upload
 from .grammar.protocol import CompiledGrammar, GrammarMatcher
 from .proposers.base import Draft, ProposalContext, Proposer
-from .rejection import draw_randomness, rejection_sample
+from .rejection import draw_randomness, greedy_verify, rejection_sample
 from .runners import Runner
 from .sampling import SamplingParams, filtered_logits, history_tensors
 from .spec_stats import DraftLengthPolicy, SpecStats
@@ -347,10 +347,11 @@ class Engine:
             matcher.accept_token(tokens[j])
         return bitmask, len(tokens)
 
-    def _verify(self, active: list[_Request], plans: list[_Planned], logits: list[torch.Tensor]) -> tuple[list[list[int]], list[int], torch.Tensor, bool]:
+    def _verify(self, active: list[_Request], plans: list[_Planned], logits: list[torch.Tensor]) -> tuple[list[list[int]], list[int], torch.Tensor | None, bool]:
         """Process every request's k + 1 rows and run the rejection sampler on the batch.
-        Returns (tokens per request, accepted drafts per request, the target rows [D + B, V],
-        whether non-greedy rows hold p itself rather than its processed logits).
+        Returns (tokens per request, accepted drafts per request, the target rows [D + B, V]
+        (None on the greedy fast path, where no request reads them), whether non-greedy rows hold
+        p itself rather than its processed logits).
 
         Device traffic per step: one upload of the packed grammar bitmask, one of the draft ids and
         offsets, the dense q rows (already on the device for a draft model there), and one read
@@ -360,6 +361,13 @@ class Engine:
         use_kernel = self.kernel == "triton" or (self.kernel == "auto" and device.type == "cuda")
         counts = [len(p.draft) for p in plans]
         bitmask = self._step_bitmask(plans, vocab, device)  # [D + B, W] or None
+        if device.type == "cpu" and not use_kernel and all(r.params.greedy and _kernel_only(r.params) and r.top_logprobs is None for r in active):
+            # T = 0, mask only: argmax of the raw rows, the masked argmax only where the mask
+            # forbids it (the same tokens as the processed rows give, ~1 ms less per step)
+            emitted, accepted, ok = greedy_verify(logits, bitmask, [p.draft.token_ids for p in plans])
+            if not ok:
+                raise ValueError("a row has no allowed token: the grammar mask (or vocabulary limit) forbids every token")
+            return emitted, accepted, None, False
         target, row_ok = self._target_rows(active, plans, logits, bitmask, fused=use_kernel)  # [D + B, V], [D + B]
         ids_and_offsets = upload(torch.tensor(
             [t for p in plans for t in p.draft.token_ids] + [0, *itertools.accumulate(counts)], dtype=torch.long
@@ -503,9 +511,11 @@ class Engine:
             new.append(token)
             if pending is not None:
                 r.logprobs.append(pending[j])
-            if r.detokenizer is not None and r.detokenizer.push([token]):  # a stop string
+            if r.detokenizer is not None and r.detokenizer.stop and r.detokenizer.push([token]):  # a stop string
                 r.finish_reason = "stop"
                 break
+        if r.detokenizer is not None and not r.detokenizer.stop:  # nothing to find per token: decode once
+            r.detokenizer.push(new)
         if r.finish_reason is None:
             if r.matcher is not None and r.matcher.is_terminated():
                 r.finish_reason = "stop"

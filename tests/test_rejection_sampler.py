@@ -226,3 +226,47 @@ def test_greedy_speculation_equals_greedy_decoding(dense):
         output.append(int(speculator.probs(TARGET_TABLES, output).argmax()))
     expected = output
     assert all(seq == expected for seq in speculator.run(200, seed=3))
+
+
+def test_greedy_verify_equals_the_torch_reference():
+    """The CPU greedy fast path (`greedy_verify`: raw logits, mask read per row, rows only up to
+    the first rejection) emits exactly what `rejection_sample` emits on the processed rows, on
+    300 seeded random batches: ties in the logits, masks allowing few or many tokens (the plain
+    argmax forbidden or not), logits wider than the mask, bfloat16 logits, drafts that match the
+    target's choices for a while."""
+    from constrained_spec.bitmask import apply_bitmask_, pack_allowed
+    from constrained_spec.rejection import greedy_verify
+
+    rng = torch.Generator().manual_seed(7)
+    for case in range(300):
+        batch = int(torch.randint(1, 4, (1,), generator=rng))
+        vocab = int(torch.randint(40, 200, (1,), generator=rng))
+        covered = vocab - int(torch.randint(0, 2, (1,), generator=rng)) * 7  # the mask may cover fewer ids than the logits
+        ks = torch.randint(0, 5, (batch,), generator=rng).tolist()
+        rows = sum(ks) + batch
+        logits = torch.randint(-3, 3, (rows, vocab), generator=rng).float()  # small integers: many ties
+        if case % 5 == 0:
+            logits = logits.bfloat16()
+        density = [0.02, 0.3, 0.9][case % 3]
+        allowed = torch.rand(rows, (covered + 31) // 32 * 32, generator=rng) < density
+        allowed[:, covered:] = False
+        allowed[torch.arange(rows), torch.randint(0, covered, (rows,), generator=rng)] = True  # every row allows a token
+        bitmask = pack_allowed(allowed)
+        processed = apply_bitmask_(logits.float().clone(), bitmask)
+        choices = processed.argmax(dim=-1).tolist()
+        drafts, start = [], 0
+        for k in ks:  # follow the target for a random stretch, then guess
+            follow = int(torch.randint(0, k + 1, (1,), generator=rng))
+            drafts.append([choices[start + j] if j < follow else int(torch.randint(0, vocab, (1,), generator=rng)) for j in range(k)])
+            start += k + 1
+        ids = torch.tensor([t for d in drafts for t in d], dtype=torch.long)
+        cu = torch.tensor([0, *itertools.accumulate(ks)], dtype=torch.long)
+        randomness = draw_randomness([None] * batch, ks, vocab, greedy=[True] * batch)
+        out, accepted = rejection_sample(processed, ids, cu, None, randomness, torch.ones(batch, dtype=torch.bool))
+        expected = [out[b, : int(accepted[b]) + 1].tolist() for b in range(batch)]
+        per_request = list(torch.split(logits, [k + 1 for k in ks]))
+        emitted, got_accepted, ok = greedy_verify(per_request, bitmask, drafts)
+        assert ok and emitted == expected and got_accepted == accepted.tolist(), f"case {case}"
+    # a row that allows nothing is reported (the engine raises), like the torch path's check
+    nothing = torch.zeros(1, 2, dtype=torch.int32)
+    assert greedy_verify([torch.zeros(1, 64)], nothing, [[]])[2] is False

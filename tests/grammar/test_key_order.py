@@ -77,11 +77,11 @@ CASES = {
                              "oneOf": [{"$ref": "#/$defs/scheduled"}, {"$ref": "#/$defs/manual"}]},
                             ['{"mode":"manual","job":"j","every":3}', '{"mode":"manual","every":3,"job":"j"}'],
                             ['{"mode":"manual","job":1}', '{"mode":"sched","every":3}', '{"mode":"manual","every":"x","job":"j"}']),
-    # closed, a required key declared between optional ones: optional keys after it in any order
-    "closed-required-middle": ({"type": "object", "properties": {"a": {"type": "string"}, "id": {"type": "integer"}, "b": {"type": "boolean"},
-                                                                 "c": {"type": "null"}}, "required": ["id"], "additionalProperties": False},
-                               ['{"a":"x","id":1,"b":true,"c":null}', '{"a":"x","id":1,"c":null,"b":true}', '{"id":1,"c":null}'],
-                               ['{"id":1,"b":1}', '{"id":1,"c":null,"d":1}', '{"id":1,"c":null,"c":null}']),
+    # a required key declared between optional ones: optional keys after it in any order
+    "required-middle": ({"type": "object", "properties": {"a": {"type": "string"}, "id": {"type": "integer"}, "b": {"type": "boolean"},
+                                                          "c": {"type": "null"}}, "required": ["id"], "additionalProperties": {"type": "integer"}},
+                        ['{"a":"x","id":1,"b":true,"c":null}', '{"a":"x","id":1,"c":null,"b":true}', '{"id":1,"c":null}', '{"id":1,"d":5,"b":true}'],
+                        ['{"id":1,"b":1}', '{"id":1,"c":null,"d":"x"}', '{"id":1,"c":null,"c":null}']),
 }
 
 
@@ -133,6 +133,23 @@ def test_keys_other_patterns_match_stay_declared_and_unknown_references_move_not
     remote = {"properties": {"a": {}, "b": {}}, "allOf": [{"$ref": "https://example.com/s.json"}]}
     assert any_order(remote) is remote
     assert any_order({"properties": {"a": {}, "b": {}}, "minProperties": 1}) == {"properties": {"a": {}, "b": {}}, "minProperties": 1}
+
+
+def test_closed_objects_keep_their_order_and_never_dead_end(smollm2_tokenizer, smollm2_vocab):
+    """In a closed object llguidance would still offer a `,` after every patterned key is used,
+    and only a repeat could follow (the sampler's dead end CI found with a recursive pydantic
+    model at T = 1): closed families move nothing, so after the last key no `,` is allowed."""
+    closed = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "additionalProperties": False}
+    assert any_order(closed) is closed
+    merged = {"allOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}, "additionalProperties": False}]}
+    assert any_order(merged) is merged
+    compiled = compile_json_schema(closed, smollm2_vocab)
+    mask, matcher = new_bitmask(1, smollm2_vocab.size), compiled.matcher()
+    for token in smollm2_tokenizer.encode('{"a":1,"b":2', add_special_tokens=False):
+        matcher.accept_token(token)
+    matcher.fill_bitmask(mask)
+    comma = smollm2_tokenizer.encode(",", add_special_tokens=False)[0]
+    assert not (int(mask[0, comma // 32]) >> (comma % 32)) & 1
 
 
 @pytest.mark.parametrize("name", ["a.b", "x-y", "$ref", "a b", "é", "a\"b", "a\\b", "tab\tx", "^x$", "a+b*", "日本", ""])

@@ -219,8 +219,8 @@ def greedy_verify(
     bias), read straight from the raw logits: the same tokens, without a V-wide pass per row.
 
     logits: per request b, its raw target logits `[k_b + 1, V]` on the CPU; bitmask: int32
-    `[D + B, W]` (request b's rows in turn, the vocabulary limit folded in) or None; drafts: request b's k_b
-    draft ids. Rows are read in order and only up to the first rejected draft (nothing after it
+    `[D + B, W]` (request b's rows in turn, the vocabulary limit folded in) or None; drafts:
+    request b's k_b draft ids. Rows are read in order and only up to the first rejected draft (nothing after it
     is emitted), each by `_masked_argmax`. Returns (emitted tokens per request, accepted drafts
     per request, whether every row read allows a token)."""
     packed = None if bitmask is None else bitmask.numpy().view(np.uint32)  # [D + B, W]

@@ -29,6 +29,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .protocol import GrammarError
+
 __all__ = ["any_order", "exact_key"]
 
 _ONE = ("additionalProperties", "additionalItems", "propertyNames", "unevaluatedItems", "unevaluatedProperties",
@@ -64,20 +66,22 @@ def _children(node: dict) -> list[Any]:
 
 class _Planner:
     def __init__(self, spec: dict) -> None:
+        from .json_schema import _Translator  # noqa: PLC0415 (its reference resolution, on `spec` itself)
+
         self.spec = spec
         self.keep: dict[int, int] = {}  # id(node) -> how many of its declared keys stay declared
         self.nodes: dict[int, dict] = {}
+        self._refs = _Translator(spec, "compact")
 
     def resolve(self, ref: str) -> dict | None:
-        if not ref.startswith("#"):
+        """The node a local JSON-pointer `$ref` names in `spec` (the very object: planning is by
+        identity), or None (anchors, other documents, a pointer that does not resolve)."""
+        if ref != "#" and not ref.startswith("#/"):
             return None
-        target: Any = self.spec
-        for part in ref[1:].split("/")[1:]:
-            part = part.replace("~1", "/").replace("~0", "~")
-            try:
-                target = target[int(part)] if isinstance(target, list) else target[part]
-            except (KeyError, IndexError, ValueError, TypeError):
-                return None
+        try:
+            target = self._refs.resolve(ref, "")
+        except GrammarError:
+            return None
         return target if isinstance(target, dict) else None
 
     def families(self, node: dict, seen: frozenset = frozenset()) -> list[list[dict]] | None:
@@ -209,8 +213,6 @@ def any_order(spec: Any) -> Any:
             return out
         names = list(props)
         moved = names[keep:]
-        if len(names) == 1 and not node.get("patternProperties") and node.get("additionalProperties", True) is False:
-            return out  # one key and nothing else: no other order to write
         rebuilt = out["properties"]
         out["properties"] = {k: rebuilt[k] for k in names[:keep]}
         out["patternProperties"] = {**out.get("patternProperties", {}), **{exact_key(k): rebuilt[k] for k in moved}}

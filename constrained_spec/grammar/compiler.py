@@ -240,7 +240,22 @@ def _no_repeated_keys(compiled: CompiledGrammar, vocab: Vocabulary, spec: Any) -
         return compiled
     from .unique_keys import UniqueKeysGrammar
 
-    return UniqueKeysGrammar(compiled, vocab, plain_key_escapes=True)
+    return UniqueKeysGrammar(compiled, vocab, plain_key_escapes=True, finite_keys=_finite_key_sets(spec))
+
+
+def _finite_key_sets(spec: Any) -> bool:
+    """Whether some object in `spec` may admit only finitely many keys beyond its declared ones
+    (patterned keys in a closed object, `propertyNames`): there a used key's prefix can dead-end."""
+    todo = [spec]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, list):
+            todo += node
+        elif isinstance(node, dict):
+            if "propertyNames" in node or (node.get("additionalProperties", True) is False and node.get("patternProperties")):
+                return True
+            todo += list(node.values())
+    return False
 
 
 _HOLDERS = {"$ref", "allOf", "anyOf", "oneOf", "$defs", "definitions", "$schema", "$id", "id", "$comment",

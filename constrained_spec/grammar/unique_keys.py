@@ -25,6 +25,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+from .finite_keys import dead_key_tokens, is_dead, key_prefix_tables, key_target
 from .protocol import CompiledGrammar, GrammarError, GrammarMatcher
 from .vocabulary import Vocabulary, sorted_tokens
 
@@ -159,10 +160,13 @@ def clear_token(words: np.ndarray, token_id: int) -> None:
 class UniqueKeysGrammar:
     """CompiledGrammar: `inner` (a JSON grammar) with duplicate keys removed."""
 
-    def __init__(self, inner: CompiledGrammar, vocab: Vocabulary, plain_key_escapes: bool = False) -> None:
+    def __init__(self, inner: CompiledGrammar, vocab: Vocabulary, plain_key_escapes: bool = False,
+                 finite_keys: bool = False) -> None:
         self.inner = inner
         self.vocab = vocab
         self.plain_escapes = plain_key_escapes
+        # some object admits only finitely many keys: a key prefix may lead to used keys only
+        self.prefixes = key_prefix_tables(vocab) if finite_keys else None
         tables = _escape_tables(vocab) if plain_key_escapes else (None,) * 5
         self._plain_in_key, self._slashed, self._after_slash, self._u_start, self._hex_start = tables
         self._closers = _quote_tokens(vocab)
@@ -183,6 +187,7 @@ class UniqueKeysMatcher:
         self._inner = inner
         self._states = states  # one per accepted token, after it; [0] = the start
         self._host_of: tuple = (None, None)  # (the last CPU bitmask filled, its uint32 numpy view)
+        self._witnesses: dict = {}  # live keys found by finite_keys, checked again before a search
 
     @property
     def vocab_size(self) -> int:
@@ -214,6 +219,12 @@ class UniqueKeysMatcher:
             self._mask_escapes(escaped, words, state)
         if repeats:
             self._mask_repeats(words, state)
+            if self._grammar.prefixes is not None:
+                plain = self._grammar.plain_escapes
+                for token_id in dead_key_tokens(words, state, self._inner, self._grammar.prefixes,
+                                                lambda s, data: _advance(s, data, plain), self._grammar._plain_in_key,
+                                                self._witnesses):
+                    clear_token(words, token_id)
         if host is not bitmask:
             bitmask[row].copy_(host[row])
 
@@ -290,10 +301,24 @@ class UniqueKeysMatcher:
         limit = self._inner.validate_tokens(token_ids)
         state = self._states[-1]
         for i, token_id in enumerate(token_ids[:limit]):
-            state = self._next(state, token_id)
-            if state is None:
+            following = self._next(state, token_id)
+            if following is None or (self._grammar.prefixes is not None and self._dead_at(state, token_ids[:i], token_id)):
                 return i
+            state = following
         return limit
+
+    def _dead_at(self, state: State, before: Sequence[int], token_id: int) -> bool:
+        """Whether `token_id` after `before` (both checked) leads only to used keys, as the mask says."""
+        plain, tables = self._grammar.plain_escapes, self._grammar.prefixes
+        target = key_target(int(token_id), state, tables, lambda s, data: _advance(s, data, plain))
+        if target is None:
+            return False
+        for token in before:
+            self._inner.accept_token(token)
+        try:
+            return is_dead(int(token_id), target, self._inner, tables, self._grammar._plain_in_key, self._witnesses)
+        finally:
+            self._inner.rollback(len(before))
 
     def rollback(self, num_tokens: int) -> None:
         if num_tokens > len(self._states) - 1:

@@ -1,0 +1,315 @@
+"""Key prefixes that can only end as a key already used: masked where an object's keys are finite.
+
+The unique-keys wrapper removes the tokens that *close* a key already in its object. Where the
+wrapped grammar admits any further key (open objects) that is enough; where it admits a finite
+set (`patternProperties` `^(?:a|b)$` next to `additionalProperties: false`, `propertyNames` with
+an enum), a prefix can lead only to used keys: after `{"ab":1,"ab` nothing may follow, a dead end
+for a sampler. So, for each allowed token that leaves a key open at a prefix of a used key, the
+wrapped matcher is asked (accept, mask, roll back) whether some continuation of that prefix
+leaves the used keys' trie or closes a key not used; where none does, the token is removed. The
+search follows the used keys' bytes only, one byte token a step.
+"""
+
+from __future__ import annotations
+
+import json
+from bisect import bisect_left
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..bitmask import new_bitmask
+from .vocabulary import Vocabulary, sorted_tokens
+
+__all__ = ["KeyPrefixTables", "dead_key_tokens", "is_dead", "key_prefix_tables", "key_target"]
+
+_MAX_DEPTH = 256  # bytes searched past a prefix; deeper counts as alive (the old behaviour)
+
+
+class KeyPrefixTables:
+    """Per vocabulary: tokens by their bytes, the one-byte tokens, and each quoted token's bytes
+    after its last `"` (where a key it opens would stand)."""
+
+    def __init__(self, vocab: Vocabulary) -> None:
+        self.token_bytes = vocab.token_bytes
+        self.size = vocab.size
+        self.token_of: dict[bytes, int] = {}
+        for i, data in enumerate(vocab.token_bytes):
+            if data and data not in self.token_of:
+                self.token_of[data] = i
+        self.single = [self.token_of.get(bytes((b,)), -1) for b in range(256)]
+        tails: dict[bytes, list[int]] = {}
+        for i, data in enumerate(vocab.token_bytes):
+            if data and b'"' in data:
+                tails.setdefault(data.rsplit(b'"', 1)[1], []).append(i)
+        self.by_tail = {tail: np.array(ids, dtype=np.int64) for tail, ids in tails.items()}
+        # tokens ending with a `,` (and whitespace) outside a string: a key may be next
+        self.comma_end = np.array([i for i, b in enumerate(vocab.token_bytes) if b and b.rstrip(b" \t\n\r").endswith(b",")],
+                                  dtype=np.int64)
+        self.quote = self.token_of.get(b'"', -1)
+        self.sorted = sorted_tokens(vocab)
+        self._scratch: list[torch.Tensor] = []
+
+    def scratch(self, depth: int) -> torch.Tensor:
+        """A bitmask `[1, ceil(V/32)]` for one level of the search."""
+        while len(self._scratch) <= depth:
+            self._scratch.append(new_bitmask(1, self.size))
+        return self._scratch[depth]
+
+
+@lru_cache(maxsize=8)
+def key_prefix_tables(vocab: Vocabulary) -> KeyPrefixTables:
+    return KeyPrefixTables(vocab)
+
+
+@lru_cache(maxsize=256)
+def _raw_sorted(keys: frozenset) -> list[bytes]:
+    """An object's used keys as the raw bytes the plain-escape rule writes, sorted."""
+    return sorted(json.dumps(k, ensure_ascii=False)[1:-1].encode() for k in keys)
+
+
+@lru_cache(maxsize=256)
+def _tails_on(keys: frozenset, tables: KeyPrefixTables) -> list[bytes]:
+    """The token tails (bytes after a last `"`) that are prefixes of a key in `keys`."""
+    raws = _raw_sorted(keys)
+    if sum(len(r) + 1 for r in raws) < len(tables.by_tail):  # few keys: their prefixes
+        return [p for p in {r[:i] for r in raws for i in range(len(r) + 1)} if p in tables.by_tail]
+    return [tail for tail in tables.by_tail if _extending(raws, tail)]
+
+
+def _extending(raws: list[bytes], prefix: bytes) -> list[bytes]:
+    """The used keys (raw) that start with `prefix`."""
+    at, out = bisect_left(raws, prefix), []
+    while at < len(raws) and raws[at].startswith(prefix):
+        out.append(raws[at])
+        at += 1
+    return out
+
+
+def _has(raws: list[bytes], raw: bytes) -> bool:
+    at = bisect_left(raws, raw)
+    return at < len(raws) and raws[at] == raw
+
+
+def _popcount(words: np.ndarray) -> int:
+    if hasattr(np, "bitwise_count"):
+        return int(np.bitwise_count(words).sum())
+    return int(np.unpackbits(words.view(np.uint8)).sum())
+
+
+def dead_key_tokens(words: np.ndarray, state: Any, inner: Any, tables: KeyPrefixTables,
+                    advance: Callable[[Any, bytes], Any], key_mask: np.ndarray | None,
+                    witnesses: dict) -> list[int]:
+    """The allowed tokens (per the packed row `words`, uint32 `[W]`) after which the open key
+    can only become a used one. `state` is the unique-keys tracker's state, `inner` the wrapped
+    matcher at that state (left as it was), `advance` the tracker's step, `key_mask` the packed
+    tokens allowed inside a key without an open escape (None: all). `witnesses` (kept by the
+    caller across steps): (object depth, key prefix) -> a key (or the start of one) found
+    alive there; checked again in one validate call before anything is searched."""
+    stack, _, escaped, key = state
+    if not any(frame is not None and frame[0] for frame in stack):
+        return []
+    item = words.item
+
+    def allowed(token_id: int) -> bool:
+        return bool(item(token_id >> 5) >> (token_id & 31) & 1)
+
+    candidates: list[int] = []
+    if key is not None and escaped is False:  # inside a key: the tokens that continue a used one
+        for raw in _extending(_raw_sorted(stack[-1][0]), key):
+            rest = raw[len(key):]
+            candidates += [t for i in range(1, len(rest) + 1) if (t := tables.token_of.get(rest[:i])) is not None and allowed(t)]
+    for frame in stack:  # tokens that may open a key at a used key's prefix: by their bytes after the last `"`
+        if frame is not None and frame[0]:
+            for tail in _tails_on(frame[0], tables):
+                ids = tables.by_tail[tail]
+                candidates += ids[(words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1 == 1].tolist()
+    if key is None and not state[1]:  # after a `,` a key must come: is one left?
+        ids = tables.comma_end
+        candidates += ids[(words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1 == 1].tolist()
+    alive: dict = {}
+    dead = []
+    for token_id in dict.fromkeys(candidates):
+        target = key_target(token_id, state, tables, advance)
+        if target is not None and is_dead(token_id, target, inner, tables, key_mask, witnesses, alive, words):
+            dead.append(token_id)
+    return dead
+
+
+def key_target(token_id: int, state: Any, tables: KeyPrefixTables, advance: Callable[[Any, bytes], Any]) -> tuple | None:
+    """What must be checked after `token_id` at `state`: (used keys, key prefix, root, lead
+    tokens) where it leaves a key open at a used key's prefix, or ends with a `,` in an object
+    with keys (root: how the grammar reached the key; lead: the tokens that open it), else None."""
+    data = tables.token_bytes[token_id]
+    end = advance(state, data) if data else None
+    if end is None or not end[0] or end[0][-1] is None or not end[0][-1][0] or end[2] is not False:
+        return None  # a repeat (cleared elsewhere), outside an object with keys, or an escape open
+    used, prefix = _raw_sorted(end[0][-1][0]), end[3]
+    if prefix is None:  # no key open: dead only after a `,` with every key used
+        if end[1] or not end[0][-1][1] or tables.quote < 0:
+            return None
+        return used, b"", (data + b'"', len(end[0])), [token_id, tables.quote]
+    if not _extending(used, prefix):
+        return None
+    root = b"" if state[3] is not None and b'"' not in data else data[: len(data) - len(prefix)]
+    return used, prefix, (root, len(end[0])), [token_id]
+
+
+def is_dead(token_id: int, target: tuple, inner: Any, tables: KeyPrefixTables, key_mask: np.ndarray | None,
+            witnesses: dict, alive: dict | None = None, words: np.ndarray | None = None) -> bool:
+    """Whether `token_id` (allowed where the wrapped matcher `inner` stands, left as it was; its
+    `key_target`) leaves a key open that can only become a used one, or ends with a `,` where no
+    key is left. `alive` memoizes verdicts across the tokens of one step; `words` (that step's
+    mask) may prove a key alive without a search."""
+    used, prefix, root, lead = target
+    alive = {} if alive is None else alive
+    if (root, prefix) not in alive:
+        if (words is not None and len(lead) == 1 and _proven_now(words, tables, tables.token_bytes[token_id], prefix, used)) or _witnessed(
+                inner, tables, lead, used, prefix, witnesses, root[1]):
+            alive[root, prefix] = True
+        else:
+            taken = 0
+            try:
+                for step in lead:
+                    if inner.validate_tokens([step]) != 1:
+                        alive[root, prefix] = True  # the key does not open right here: counted alive
+                        break
+                    inner.accept_token(step)
+                    taken += 1
+                else:
+                    _alive(inner, tables, used, prefix, 0, key_mask, alive, root)
+            finally:
+                inner.rollback(taken)
+            _keep_witness(alive, witnesses, root[1], prefix)
+    return not alive[root, prefix]
+
+
+_FOUND = ("witness",)  # where a search leaves the live key it found, in its memo
+
+
+def _witnessed(inner: Any, tables: KeyPrefixTables, lead: list[int], used: list[bytes], prefix: bytes,
+               witnesses: dict, level: int) -> bool:
+    """Whether the key found alive here before (at this object depth and prefix) still is: not
+    used since, and the wrapped matcher takes `lead` (the tokens that open the key) and it."""
+    witness = witnesses.get((level, prefix))
+    if witness is None:
+        return False
+    key, quote, _ = witness.partition(b'"')
+    if _has(used, key) if quote else bool(_extending(used, key)):
+        return False
+    steps = lead + [tables.single[b] for b in witness[len(prefix):]]
+    return min(steps) >= 0 and inner.validate_tokens(steps) == len(steps)
+
+
+def _keep_witness(memo: dict, witnesses: dict, level: int, prefix: bytes) -> None:
+    found = memo.pop(_FOUND, None)
+    if found is not None and found.startswith(prefix):
+        if len(witnesses) > 1024:
+            witnesses.clear()
+        witnesses[level, prefix] = found
+
+
+@lru_cache(maxsize=4096)
+def _starting_with(tables: KeyPrefixTables, data: bytes) -> np.ndarray:
+    return np.array(tables.sorted.starting_with(data), dtype=np.int64)
+
+
+def _proven_now(words: np.ndarray, tables: KeyPrefixTables, data: bytes, prefix: bytes, used: list[bytes]) -> bool:
+    """Whether a longer token allowed now (the same bytes, then more) shows the key at `prefix`
+    leaving the used keys' trie or closing a key not used: alive without asking the grammar."""
+    ids = _starting_with(tables, data)
+    for token_id in ids[(words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1 == 1].tolist():
+        extra = tables.token_bytes[token_id][len(data):]
+        if not extra or b"\\" in extra:
+            continue
+        segment, quote, _ = extra.partition(b'"')
+        grown = prefix + segment
+        if not _has(used, grown) if quote else not _extending(used, grown):
+            return True
+    return False
+
+
+def _alive(inner: Any, tables: KeyPrefixTables, used: list[bytes], prefix: bytes, depth: int,
+           key_mask: np.ndarray | None, memo: dict, root: tuple) -> bool:
+    """Whether the key open at `prefix` (the wrapped matcher just after it) can end other than
+    as a used key: some allowed token leaves the used keys' trie, or a byte along it leads to
+    such a prefix. Verdicts go to `memo` by (`root`: how the key was reached, prefix)."""
+    if (root, prefix) not in memo:
+        memo[root, prefix] = _search(inner, tables, used, prefix, depth, key_mask, memo, root)
+    return memo[root, prefix]
+
+
+def _search(inner: Any, tables: KeyPrefixTables, used: list[bytes], prefix: bytes, depth: int,
+            key_mask: np.ndarray | None, memo: dict, root: tuple) -> bool:
+    rests = [raw[len(prefix):] for raw in _extending(used, prefix)]
+    if not rests or depth >= _MAX_DEPTH:
+        return True
+    forced = inner.forced_bytes(64)  # one way on: follow it (far cheaper than a mask)
+    if forced:
+        segment, quote, _ = forced.partition(b'"')
+        grown = prefix + segment
+        if b"\\" in segment:
+            return True  # an escape: cannot tell, counted alive
+        if quote:
+            return not _has(used, grown)
+        steps = [tables.single[b] for b in segment]
+        if not _extending(used, grown) or min(steps) < 0:
+            return True
+        for token_id in steps:
+            inner.accept_token(token_id)
+        try:
+            return _alive(inner, tables, used, grown, depth + len(steps), key_mask, memo, root)
+        finally:
+            inner.rollback(len(steps))
+    mask = tables.scratch(depth)
+    inner.fill_bitmask(mask)
+    words = mask.numpy().view(np.uint32)[0]
+    if key_mask is not None:
+        n = min(len(words), len(key_mask))
+        words[:n] &= key_mask[:n]
+    item = words.item
+
+    def allowed(token_id: int) -> bool:
+        return bool(item(token_id >> 5) >> (token_id & 31) & 1)
+
+    on_trie = set()  # allowed tokens that stay on a used key, or close one
+    for rest in rests:
+        on_trie.update(t for i in range(1, len(rest) + 1) if (t := tables.token_of.get(rest[:i])) is not None and allowed(t))
+        on_trie.update(t for t in tables.sorted.starting_with(rest + b'"') if allowed(t))
+    if _popcount(words) > len(on_trie):
+        memo[_FOUND] = _off_trie(words, tables, on_trie, prefix)
+        return True
+    for byte in dict.fromkeys(rest[0] for rest in rests if rest):
+        token_id = tables.single[byte]
+        if token_id < 0:
+            return True  # no one-byte token to follow: cannot tell, counted alive
+        if not allowed(token_id):
+            continue
+        inner.accept_token(token_id)
+        try:
+            if _alive(inner, tables, used, prefix + bytes((byte,)), depth + 1, key_mask, memo, root):
+                return True
+        finally:
+            inner.rollback(1)
+    return False
+
+
+def _off_trie(words: np.ndarray, tables: KeyPrefixTables, on_trie: set, prefix: bytes) -> bytes | None:
+    """The key so far with an allowed token that leaves the used keys' trie (its `"` too where
+    it closes the key), or None where the first few found hold escapes."""
+    for word in np.flatnonzero(words)[:64].tolist():
+        bits = int(words[word])
+        while bits:
+            low = bits & -bits
+            bits ^= low
+            token_id = word * 32 + low.bit_length() - 1
+            data = tables.token_bytes[token_id] if token_id < len(tables.token_bytes) else None
+            if token_id in on_trie or not data:
+                continue
+            segment, quote, _ = data.partition(b'"')
+            if b"\\" not in segment:
+                return prefix + segment + quote
+    return None

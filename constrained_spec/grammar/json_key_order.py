@@ -15,20 +15,26 @@ stays declared where it is required anywhere in the family, matched by one of it
 `false` (a key declared by two nodes may move in one and stay in the other: llguidance
 intersects its schemas either way, at the declared place). In family order, nodes before the
 last one holding such a key move nothing, that node moves what it declares after its last kept
-key, later nodes move all; at most 48 keys an object, the last ones (llguidance checks patterns
-pairwise: 300 patterned keys took 5 s). A node in several families (a shared definition) moves
-only what every family lets it. Nothing moves next to min/max/unevaluatedProperties, where a
-reference cannot be followed, or in a closed object (`additionalProperties: false` in its
-family, as `closed_objects` makes every object): there llguidance still offers a `,` once
-every patterned key is used, and only repeats could follow it (a dead end for a sampler; in an
-open object a new key can always follow).
+key, later nodes move all. Moved keys of one node with the same schema share one pattern
+`^(?:a|b)$`; at most 48 patterns an object, the last keys (llguidance checks patterns pairwise:
+300 took 5 s; one of 10,000 alternatives 0.1 s). A node in several families (a shared
+definition) moves only what every family lets it. Nothing moves next to
+min/max/unevaluatedProperties or where a reference cannot be followed. A closed object
+(`additionalProperties: false`, as `closed_objects` makes every object) moves only where its
+key count tells when it is full (see `_counted`): it gets `maxProperties` = its key count, as
+llguidance would otherwise still offer a `,` once every patterned key is used, and only
+repeats could follow (a dead end for a sampler; in an open object a new key can always follow).
+A `$ref` pointing into a moved key follows its schema to `$defs`.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
+from urllib.parse import quote, unquote
 
+from .json_merge import STRUCTURAL, VALIDATION
 from .protocol import GrammarError
 
 __all__ = ["any_order", "exact_key"]
@@ -39,9 +45,27 @@ _LIST = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
 _MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")
 _FIXED = {"minProperties", "maxProperties", "unevaluatedProperties"}
 _MAX_WAYS = 32  # branch choices planned one by one per object
-# llguidance checks an object's patterns pairwise (disjointness): 64 patterned keys compile in
-# 0.03 s, 200 in 0.8 s, 300 in 5 s. Past this many, the earlier optional keys stay declared.
-_MAX_MOVED = 48
+# llguidance checks an object's patterns pairwise (disjointness): 64 patterns compile in 0.03 s,
+# 200 in 0.8 s, 300 in 5 s; one pattern of 10,000 alternatives in 0.1 s. So moved keys with the
+# same schema share one pattern, and past this many patterns an object's earlier optional keys
+# stay declared.
+_MAX_PATTERNS = 48
+_COUNT_BLOCKERS = {"patternProperties", "propertyNames", "minProperties", "maxProperties", "dependentRequired",
+                   "dependentSchemas", "dependencies", "unevaluatedProperties", "if"}
+_FAMILY = frozenset({"properties", "$ref", "allOf", "anyOf", "oneOf"})
+_CONSTRAINING = VALIDATION - {"$ref", "allOf", "anyOf", "oneOf"}  # those make the family
+_MOVED_DEFS = "constrained_spec_moved"  # where a moved key's schema goes when a $ref points into it
+
+
+def _signature(schema: Any) -> str | None:
+    """Equal for two property schemas that admit the same values by their validation keywords
+    (top-level annotations and unknown keywords aside), None where it cannot tell."""
+    if isinstance(schema, dict):
+        schema = {k: v for k, v in schema.items() if k in VALIDATION or (k in STRUCTURAL and k != "$comment")}
+    try:
+        return json.dumps(schema, sort_keys=True)
+    except (TypeError, ValueError):
+        return None
 
 
 def exact_key(name: str) -> str:
@@ -64,6 +88,23 @@ def _children(node: dict) -> list[Any]:
     return out
 
 
+def _counted(members: list[dict], required: set[str], kept_last: list[int]) -> int | None:
+    """Which member of a closed object's family can move its optional keys with `maxProperties`
+    set to its key count, or None. It must be the only member that constrains anything (the
+    others plain references to it), its keys exactly its properties (no patterns, no key false,
+    nothing that constrains keys or their count), and those that stay declared (up to its last
+    required key) all required. Then the count of keys written reaches the maximum exactly when
+    every key is used, and llguidance offers no `,` there."""
+    active = [i for i, m in enumerate(members) if set(m) & _CONSTRAINING]
+    if len(active) != 1:
+        return None
+    node = members[active[0]]
+    props = node.get("properties")
+    if not isinstance(props, dict) or node.get("additionalProperties", True) is not False or _COUNT_BLOCKERS & set(node) or False in props.values():
+        return None
+    return active[0] if all(k in required for k in list(props)[: kept_last[active[0]]]) else None
+
+
 class _Planner:
     def __init__(self, spec: dict) -> None:
         from .json_schema import _Translator  # noqa: PLC0415 (its reference resolution, on `spec` itself)
@@ -72,6 +113,12 @@ class _Planner:
         self.keep: dict[int, int] = {}  # id(node) -> how many of its declared keys stay declared
         self.nodes: dict[int, dict] = {}
         self._refs = _Translator(spec, "compact")
+        self._signatures: dict[int, str | None] = {}
+
+    def signature(self, schema: Any) -> str | None:
+        if id(schema) not in self._signatures:
+            self._signatures[id(schema)] = _signature(schema)
+        return self._signatures[id(schema)]
 
     def resolve(self, ref: str) -> dict | None:
         """The node a local JSON-pointer `$ref` names in `spec` (the very object: planning is by
@@ -145,16 +192,34 @@ class _Planner:
                 if (patterns is None or fixed or k in required or v is False or any(p.search(k) for p in patterns)):
                     last = i + 1
             kept_last.append(last)
-        owner = max((i for i, last in enumerate(kept_last) if last), default=-1)
         sizes = [len(m["properties"]) if isinstance(m.get("properties"), dict) else 0 for m in members]
+        counted = None
         if any(m.get("additionalProperties", True) is False for m in members):
-            owner = len(members)  # closed: after a `,` llguidance would offer used patterned keys only
+            counted = _counted(members, required, kept_last)
+            if counted is not None and required.issuperset(members[counted]["properties"]):
+                kept_last[counted] = 0  # every key required: minProperties = the key count says so
+        owner = max((i for i, last in enumerate(kept_last) if last), default=-1)
+        if any(m.get("additionalProperties", True) is False for m in members) and counted is None:
+            owner = len(members)  # after a `,` llguidance would offer used patterned keys only
         keeps = [size if i < owner else kept_last[i] if i == owner else 0 for i, size in enumerate(sizes)]
-        budget = _MAX_MOVED  # moved keys come last in family order: a budget keeps a suffix of them
+        # moved keys come last in family order: the pattern budget keeps a suffix of them
+        patterns_left = _MAX_PATTERNS
         for i in reversed(range(len(members))):
-            moved = min(sizes[i] - keeps[i], budget)
-            keeps[i] = sizes[i] - moved
-            budget -= moved
+            schemas = list(members[i]["properties"].values()) if sizes[i] else []
+            shared: set[str] = set()  # this node's moved keys with one schema share a pattern
+            j = sizes[i]
+            while j > keeps[i]:
+                sig = self.signature(schemas[j - 1])
+                if sig is None or sig not in shared:
+                    if not patterns_left:
+                        break
+                    patterns_left -= 1
+                    if sig is not None:
+                        shared.add(sig)
+                j -= 1
+            keeps[i] = j
+        if counted is not None and keeps[counted] > kept_last[counted]:  # an optional key kept: the count would not tell
+            keeps[counted] = sizes[counted]
         for m, keep in zip(members, keeps):
             self._limit(m, keep)
 
@@ -180,44 +245,122 @@ class _Planner:
             if not isinstance(node, dict) or id(node) in seen:
                 continue
             seen.add(id(node))
-            self.plan(node)
+            if not _FAMILY.isdisjoint(node):  # only these make an object's family
+                self.plan(node)
             todo += _children(node)
 
 
+def _ref_path(ref: Any) -> tuple[str, ...] | None:
+    """The segments of a local JSON-pointer `$ref` ("#/a/b" -> ("a", "b")), None for others."""
+    if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
+        return None
+    return tuple(unquote(p).replace("~1", "/").replace("~0", "~") for p in ref[2:].split("/")) if ref != "#" else ()
+
+
+def _refs_in(node: Any, out: set[tuple[str, ...]]) -> set[tuple[str, ...]]:
+    """Every local pointer a `$ref` under `node` names."""
+    if isinstance(node, dict):
+        path = _ref_path(node.get("$ref"))
+        if path is not None:
+            out.add(path)
+        for v in node.values():
+            _refs_in(v, out)
+    elif isinstance(node, list):
+        for v in node:
+            _refs_in(v, out)
+    return out
+
+
 def any_order(spec: Any) -> Any:
-    """`spec` (a schema for llguidance) with the optional keys that can move as exact patterns;
-    `spec` itself is not changed, and is what comes back where no key moves."""
+    """`spec` (a schema for llguidance) with the optional keys that can move as exact patterns
+    (one pattern per schema: `^(?:a|b)$`); `spec` itself is not changed, and is what comes back
+    where no key moves. A moved key a `$ref` points into keeps its own pattern, its schema moves
+    to `$defs` and such references follow it."""
     if not isinstance(spec, dict):
         return spec
     planner = _Planner(spec)
     planner.walk()
     if not any(keep < len(planner.nodes[i].get("properties", {})) for i, keep in planner.keep.items()):
         return spec
+    targets = _refs_in(spec, set())
+    referenced = {t[:i] for t in targets for i in range(len(t) + 1)}  # paths a $ref points into
+    moved_defs: dict[str, Any] = {}
+    redirect: dict[tuple[str, ...], tuple[str, ...]] = {}  # old path -> new path, where a $ref can follow
 
-    def rebuild(node: Any) -> Any:
+    def rebuild(node: Any, old: tuple[str, ...], new: tuple[str, ...]) -> Any:
         if not isinstance(node, dict):
             return node
+        if old in referenced and old != new:
+            redirect[old] = new
         out = dict(node)
         for k in _ONE:
             if isinstance(out.get(k), dict):
-                out[k] = rebuild(out[k])
+                out[k] = rebuild(out[k], (*old, k), (*new, k))
         for k in _LIST:
             if isinstance(out.get(k), list):
-                out[k] = [rebuild(v) for v in out[k]]
-        for k in _MAP:
-            if isinstance(out.get(k), dict):
-                out[k] = {name: rebuild(v) for name, v in out[k].items()}
+                out[k] = [rebuild(v, (*old, k, str(i)), (*new, k, str(i))) for i, v in enumerate(out[k])]
         props = node.get("properties")
         keep = planner.keep.get(id(node))
-        if keep is None or not isinstance(props, dict) or keep >= len(props):
+        names = list(props) if isinstance(props, dict) else []
+        moved = names[keep:] if keep is not None and keep < len(names) else []
+        staying = set(names[: len(names) - len(moved)])
+        for k in _MAP:
+            if isinstance(out.get(k), dict):
+                out[k] = {name: rebuild(v, (*old, k, name), (*new, k, name)) for name, v in out[k].items()
+                          if k != "properties" or name in staying}  # moved keys are rebuilt below
+        if not moved:
             return out
-        names = list(props)
-        moved = names[keep:]
-        rebuilt = out["properties"]
-        out["properties"] = {k: rebuilt[k] for k in names[:keep]}
-        out["patternProperties"] = {**out.get("patternProperties", {}), **{exact_key(k): rebuilt[k] for k in moved}}
+        own: dict[str, Any] = {}  # exact pattern -> schema
+        shared: dict[str, tuple[list[str], Any]] = {}  # signature -> (keys, their schema)
+        for name in moved:
+            where = (*old, "properties", name)
+            if where in referenced:  # its schema moves to $defs, where the references follow it
+                slot = f"{_MOVED_DEFS}{len(moved_defs)}"
+                moved_defs[slot] = None  # taken before the keys inside it take theirs
+                moved_defs[slot] = rebuild(props[name], where, ("$defs", slot))
+                own[exact_key(name)] = {"$ref": f"#/$defs/{slot}"}
+                continue
+            value = rebuild(props[name], where, (*new, "patternProperties", exact_key(name)))
+            sig = _signature(value)
+            if sig is None:
+                own[exact_key(name)] = value
+            else:
+                shared.setdefault(sig, ([], value))[0].append(name)
+        for keys, value in shared.values():
+            own[exact_key(keys[0]) if len(keys) == 1 else "^(?:" + "|".join(exact_key(k)[1:-1] for k in keys) + ")$"] = value
+        if out.get("additionalProperties", True) is False:  # a closed object (see _counted)
+            out["maxProperties"] = len(names)
+            required = node.get("required") if isinstance(node.get("required"), list) else []
+            if set(required).issuperset(names):  # every key required and some moved: all must come
+                out["minProperties"] = len(names)
+                out["required"] = [k for k in required if k not in moved]  # patterned: the count holds them
+                if not out["required"]:
+                    del out["required"]
+        out["patternProperties"] = {**out.get("patternProperties", {}), **own}
         if not out["properties"]:
             del out["properties"]
         return out
 
-    return rebuild(spec)
+    result = rebuild(spec, (), ())
+    if moved_defs:
+        result["$defs"] = {**(result["$defs"] if isinstance(result.get("$defs"), dict) else {}), **moved_defs}
+    if redirect:
+        _redirect(result, redirect)
+    return result
+
+
+def _redirect(node: Any, redirect: dict[tuple[str, ...], tuple[str, ...]]) -> None:
+    """Points every local `$ref` under `node` into a moved schema at its new place (in place)."""
+    if isinstance(node, dict):
+        path = _ref_path(node.get("$ref"))
+        if path is not None:
+            for n in range(len(path), 0, -1):  # the longest moved prefix
+                if path[:n] in redirect:
+                    moved = (*redirect[path[:n]], *path[n:])
+                    node["$ref"] = "#/" + "/".join(quote(p.replace("~", "~0").replace("/", "~1"), safe="~$!&'()*+,;=:@") for p in moved)
+                    break
+        for v in node.values():
+            _redirect(v, redirect)
+    elif isinstance(node, list):
+        for v in node:
+            _redirect(v, redirect)

@@ -243,6 +243,18 @@ def test_many_properties_compile():
     text = "{" + ",".join(f'"{k}":{i}' for i, k in enumerate(names)) + "}"
     ids = list(text.encode()) + [EOS]
     assert compiled.matcher().validate_tokens(ids) == len(ids)
+    # all optional, in an open object, four kinds of values: in any order (one pattern per schema)
+    kinds = [{"type": "integer"}, {"type": "string"}, {"type": "boolean"}, {"type": "array", "items": {"type": "integer"}}]
+    values = ["1", '"s"', "true", "[2]"]
+    schema = {"type": "object", "properties": {k: kinds[i % 4] for i, k in enumerate(names)}}
+    compiled = compile_json_schema(schema, BYTES)
+    order = list(range(n))[::-97] + [1]
+    text = "{" + ",".join(f'"{names[i]}":{values[i % 4]}' for i in order) + "}"
+    assert jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))
+    ids = list(text.encode()) + [EOS]
+    assert compiled.matcher().validate_tokens(ids) == len(ids)
+    wrong = text.replace(f'"{names[1]}":"s"', f'"{names[1]}":1')
+    assert compiled.matcher().validate_tokens(list(wrong.encode()) + [EOS]) < len(ids)
 
 
 def test_optional_properties_grow_the_automaton_linearly():

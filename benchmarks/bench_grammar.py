@@ -217,6 +217,8 @@ def measure(engine, corpus: list[tuple[str, dict]], encode: Callable[[str], list
                 valid_ok += accepted
                 masks += times
                 masks_by_path.setdefault(path, []).extend(times)
+                if not accepted:
+                    failures.append(f"{name}: valid instance refused")
             else:
                 invalid_ok += accepted
                 if accepted:

@@ -46,6 +46,18 @@ class KeyPrefixTables:
             if data and b'"' in data:
                 tails.setdefault(data.rsplit(b'"', 1)[1], []).append(i)
         self.by_tail = {tail: np.array(ids, dtype=np.int64) for tail, ids in tails.items()}
+        # its last `"` opens a string from outside one (odd count) or from inside one (even);
+        # with a backslash, either: [0] from outside, [1] from inside a string
+        self.opening: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+        for tail, ids in tails.items():
+            sides: tuple[list[int], list[int]] = ([], [])
+            for i in ids:
+                data = vocab.token_bytes[i]
+                if b"\\" in data:
+                    sides[0].append(i), sides[1].append(i)
+                else:
+                    sides[data.count(b'"') % 2 == 0].append(i)
+            self.opening[tail] = (np.array(sides[0], dtype=np.int64), np.array(sides[1], dtype=np.int64))
         # tokens ending with a `,` (and whitespace) outside a string: a key may be next
         self.comma_end = np.array([i for i, b in enumerate(vocab.token_bytes) if b and b.rstrip(b" \t\n\r").endswith(b",")],
                                   dtype=np.int64)
@@ -102,13 +114,15 @@ def _popcount(words: np.ndarray) -> int:
 
 def dead_key_tokens(words: np.ndarray, state: Any, inner: Any, tables: KeyPrefixTables,
                     advance: Callable[[Any, bytes], Any], key_mask: np.ndarray | None,
-                    witnesses: dict) -> list[int]:
+                    witnesses: dict, commas: bool = True) -> list[int]:
     """The allowed tokens (per the packed row `words`, uint32 `[W]`) after which the open key
     can only become a used one. `state` is the unique-keys tracker's state, `inner` the wrapped
     matcher at that state (left as it was), `advance` the tracker's step, `key_mask` the packed
     tokens allowed inside a key without an open escape (None: all). `witnesses` (kept by the
     caller across steps): (object depth, key prefix) -> a key (or the start of one) found
-    alive there; checked again in one validate call before anything is searched."""
+    alive there; checked again in one validate call before anything is searched. `commas`:
+    whether an object can run out of keys while llguidance still offers a `,` (else neither
+    a `,` nor a key just opened is checked: some key is left there)."""
     stack, _, escaped, key = state
     if not any(frame is not None and frame[0] for frame in stack):
         return []
@@ -125,9 +139,11 @@ def dead_key_tokens(words: np.ndarray, state: Any, inner: Any, tables: KeyPrefix
     for frame in stack:  # tokens that may open a key at a used key's prefix: by their bytes after the last `"`
         if frame is not None and frame[0]:
             for tail in _tails_on(frame[0], tables):
-                ids = tables.by_tail[tail]
+                if not tail and not commas:
+                    continue  # a key just opened: one is left wherever no object can run out of keys
+                ids = tables.opening[tail][bool(state[1])]
                 candidates += ids[(words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1 == 1].tolist()
-    if key is None and not state[1]:  # after a `,` a key must come: is one left?
+    if commas and key is None and not state[1]:  # after a `,` a key must come: is one left?
         ids = tables.comma_end
         candidates += ids[(words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1 == 1].tolist()
     alive: dict = {}

@@ -37,7 +37,7 @@ from urllib.parse import quote, unquote
 from .json_merge import STRUCTURAL, VALIDATION
 from .protocol import GrammarError
 
-__all__ = ["any_order", "exact_key"]
+__all__ = ["any_order", "exact_key", "exact_keys"]
 
 _ONE = ("additionalProperties", "additionalItems", "propertyNames", "unevaluatedItems", "unevaluatedProperties",
         "contains", "not", "if", "then", "else", "items")
@@ -71,6 +71,20 @@ def _signature(schema: Any) -> str | None:
 def exact_key(name: str) -> str:
     """A pattern that matches the key `name` alone (read alike by llguidance, ECMA and Python)."""
     return "^" + "".join(c if c.isalnum() or c == "_" or ord(c) > 127 else f"\\x{ord(c):02x}" for c in name) + "$"
+
+
+def exact_keys(pattern: str) -> list[str] | None:
+    """The keys a pattern written by exact_key (or `^(?:a|b)$`) matches, None for other patterns."""
+    body = pattern[4:-2] if pattern.startswith("^(?:") and pattern.endswith(")$") else pattern[1:-1] if pattern.startswith("^") and pattern.endswith("$") else None
+    if body is None:
+        return None
+    names = []
+    for part in body.split("|"):
+        name = re.sub(r"\\x([0-9a-f]{2})", lambda m: chr(int(m.group(1), 16)), part)
+        if exact_key(name)[1:-1] != part:
+            return None
+        names.append(name)
+    return names
 
 
 def _children(node: dict) -> list[Any]:
@@ -114,6 +128,7 @@ class _Planner:
         self.nodes: dict[int, dict] = {}
         self._refs = _Translator(spec, "compact")
         self._signatures: dict[int, str | None] = {}
+        self.merged: set[str] = set()  # keys declared by two members of one family
 
     def signature(self, schema: Any) -> str | None:
         if id(schema) not in self._signatures:
@@ -179,6 +194,11 @@ class _Planner:
 
     def _plan_way(self, members: list[dict]) -> None:
         required = {k for m in members if isinstance(m.get("required"), list) for k in m["required"] if isinstance(k, str)}
+        declared: set[str] = set()
+        for m in members:  # a key two members declare keeps a pattern of its own (llguidance merges equal patterns only)
+            names = set(m["properties"]) if isinstance(m.get("properties"), dict) else set()
+            self.merged |= declared & names
+            declared |= names
         try:
             patterns = [re.compile(p) for m in members if isinstance(m.get("patternProperties"), dict) for p in m["patternProperties"]]
         except (re.error, TypeError):
@@ -322,7 +342,7 @@ def any_order(spec: Any) -> Any:
                 continue
             value = rebuild(props[name], where, (*new, "patternProperties", exact_key(name)))
             sig = _signature(value)
-            if sig is None:
+            if sig is None or name in planner.merged:
                 own[exact_key(name)] = value
             else:
                 shared.setdefault(sig, ([], value))[0].append(name)

@@ -26,7 +26,7 @@ from typing import Any, Callable
 import torch
 
 from ..bitmask import bitmask_width
-from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, enum_values, pointer
+from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, at, enum_values, pointer
 from .json_negation import MAX_ONE_OF, complement
 from .json_terminals import FORMAT_PATTERNS, NON_STRING_FORMATS
 from .protocol import GrammarError
@@ -258,11 +258,20 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         except (GrammarError, RecursionError):
             return False
 
-    def negation(negated: Any, context: dict) -> Any:
-        """`not negated` next to `context`, as a schema without `not`, or None."""
-        return complement(negated, context, lambda ref: checks.resolve(ref, ""))
+    def negation(negated: Any, context: dict, narrowing: bool = False, path: str = "") -> Any:
+        """`not negated` next to `context`, as a schema without `not`, or None. Where the
+        result may be narrower (`narrowing`: it is used positively, not under a negation), the
+        ways it holds only through `contains` (which llguidance lacks: "an array holding an
+        item that fails `items`") are left out and listed in `narrowed`."""
+        found = complement(negated, context, lambda ref: checks.resolve(ref, ""))
+        if not narrowing or found is None or not _holds(found, "contains"):
+            return found
+        narrower = _without_contains(found)
+        if narrower is not None and narrowed is not None:
+            narrowed.setdefault(at(path), "a negation's ways through an array item (`contains`) left out")
+        return narrower
 
-    def exclusive(options: list, siblings: dict) -> list | None:
+    def exclusive(options: list, siblings: dict, narrowing: bool, path: str) -> list | None:
         """Overlapping oneOf branches as disjoint ones: B_i and not B_j for every j != i."""
         if len(options) > MAX_ONE_OF:
             return None
@@ -270,7 +279,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         for i, option in enumerate(options):
             context = checks.deref(option) if isinstance(option, dict) else {}
             context = {**({"type": siblings["type"]} if "type" in siblings else {}), **(context if isinstance(context, dict) else {})}
-            others = [negation(other, context) for j, other in enumerate(options) if j != i]
+            others = [negation(other, context, narrowing, pointer(path, "oneOf", j)) for j, other in enumerate(options) if j != i]
             if any(o is None for o in others):
                 return None
             branches.append({"allOf": [option, *others]})
@@ -319,13 +328,13 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         out = _names_as_properties(dict(node), closed_objects, checks.deref)
         conditions = _dependencies_as_conditions(out)  # llguidance has neither, nor `not`:
         conditions += _min_properties_as_condition(out)
-        positive = negation(out["not"], {k: v for k, v in out.items() if k != "not"}) if "not" in out else None
+        positive = negation(out["not"], {k: v for k, v in out.items() if k != "not"}, not negated, pointer(path, "not")) if "not" in out else None
         if positive is not None:
             del out["not"]
             conditions.append(positive)
         if "if" in out:  # (if and then) or (not if and else), where `not if` is expressible
             cond = out["if"]
-            against = negation(cond, {k: v for k, v in out.items() if k not in ("if", "then", "else")})
+            against = negation(cond, {k: v for k, v in out.items() if k not in ("if", "then", "else")}, not negated, pointer(path, "if"))
             if against is not None:
                 then, other = out.pop("then", True), out.pop("else", True)
                 del out["if"]
@@ -343,7 +352,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
             ignored.setdefault(f"format: {fmt}", pointer(path, "format"))
         one_of = out.get("oneOf")
         if isinstance(one_of, list) and one_of and not disjoint(one_of):  # branch i and no other j
-            one_of = exclusive(one_of, out)
+            one_of = exclusive(one_of, out, not negated, path)
         if isinstance(one_of, list) and one_of:  # at most one branch can match
             del out["oneOf"]
             if "anyOf" in out:
@@ -399,6 +408,57 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
 
     rewritten = rewrite(schema, "", False)
     return None if unsafe else rewritten
+
+
+def _holds(node: Any, keyword: str) -> bool:
+    """Whether `keyword` appears anywhere in the schema `node`."""
+    if isinstance(node, dict):
+        return keyword in node or any(_holds(v, keyword) for v in node.values())
+    return isinstance(node, list) and any(_holds(v, keyword) for v in node)
+
+
+# where a narrower subschema makes a narrower whole (not under oneOf, not, if, or a condition)
+_MONOTONE_ONE = ("items", "additionalProperties", "additionalItems", "propertyNames", "contains")
+_MONOTONE_LIST = ("allOf", "anyOf", "prefixItems", "items")
+_MONOTONE_MAP = ("properties", "patternProperties", "dependentSchemas")
+
+
+def _without_contains(node: Any) -> Any:
+    """`node` (a schema without `not`) with every subschema that holds `contains` made `false`
+    where that only narrows it (along allOf/anyOf/properties/items...), simplified; None where a
+    `contains` sits where narrowing could widen the whole (under oneOf or a condition)."""
+    if not isinstance(node, dict) or not _holds(node, "contains"):
+        return node
+    if "contains" in node:
+        return False
+    if {"oneOf", "not", "if", "then", "else", "dependencies"} & set(node) and any(
+            _holds(node.get(k), "contains") for k in ("oneOf", "not", "if", "then", "else", "dependencies")):
+        return None
+    out = dict(node)
+    for k in _MONOTONE_ONE:
+        if isinstance(out.get(k), dict):
+            out[k] = _without_contains(out[k])
+            if out[k] is None:
+                return None
+    for k in _MONOTONE_LIST:
+        if isinstance(out.get(k), list):
+            parts = [_without_contains(v) for v in out[k]]
+            if any(p is None for p in parts):
+                return None
+            out[k] = parts
+    for k in _MONOTONE_MAP:
+        if isinstance(out.get(k), dict):
+            parts = {name: _without_contains(v) for name, v in out[k].items()}
+            if any(p is None for p in parts.values()):
+                return None
+            out[k] = parts
+    if isinstance(out.get("anyOf"), list):
+        out["anyOf"] = [p for p in out["anyOf"] if p is not False]
+        if not out["anyOf"]:
+            return False
+    if isinstance(out.get("allOf"), list) and any(p is False for p in out["allOf"]):
+        return False
+    return None if _holds(out, "contains") else out
 
 
 def _min_properties_as_condition(node: dict) -> list[Any]:

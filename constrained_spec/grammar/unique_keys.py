@@ -161,12 +161,14 @@ class UniqueKeysGrammar:
     """CompiledGrammar: `inner` (a JSON grammar) with duplicate keys removed."""
 
     def __init__(self, inner: CompiledGrammar, vocab: Vocabulary, plain_key_escapes: bool = False,
-                 finite_keys: bool = False) -> None:
+                 finite_keys: bool = False, finite_count: bool = True) -> None:
         self.inner = inner
         self.vocab = vocab
         self.plain_escapes = plain_key_escapes
-        # some object admits only finitely many keys: a key prefix may lead to used keys only
+        # some object admits only finitely many keys: a key prefix may lead to used keys only,
+        # and (finite_count) a `,` may come with every key used
         self.prefixes = key_prefix_tables(vocab) if finite_keys else None
+        self.finite_count = finite_count
         tables = _escape_tables(vocab) if plain_key_escapes else (None,) * 5
         self._plain_in_key, self._slashed, self._after_slash, self._u_start, self._hex_start = tables
         self._closers = _quote_tokens(vocab)
@@ -223,7 +225,7 @@ class UniqueKeysMatcher:
                 plain = self._grammar.plain_escapes
                 for token_id in dead_key_tokens(words, state, self._inner, self._grammar.prefixes,
                                                 lambda s, data: _advance(s, data, plain), self._grammar._plain_in_key,
-                                                self._witnesses):
+                                                self._witnesses, self._grammar.finite_count):
                     clear_token(words, token_id)
         if host is not bitmask:
             bitmask[row].copy_(host[row])
@@ -311,7 +313,7 @@ class UniqueKeysMatcher:
         """Whether `token_id` after `before` (both checked) leads only to used keys, as the mask says."""
         plain, tables = self._grammar.plain_escapes, self._grammar.prefixes
         target = key_target(int(token_id), state, tables, lambda s, data: _advance(s, data, plain))
-        if target is None:
+        if target is None or (not target[1] and not self._grammar.finite_count):  # a `,` or a key just opened: one is left
             return False
         for token in before:
             self._inner.accept_token(token)

@@ -323,3 +323,28 @@ def test_property_names_with_enum_and_const_is_their_intersection():
     compiled = compile_json_schema(schema, BYTES)
     for text in ['{"a":1}', '{"b":1}', "{}"]:
         assert _walk(compiled, schema, text) == _valid(schema, text), text
+
+
+def test_a_negation_through_contains_is_narrowed_for_llguidance(caplog):
+    """packer's provisioner: oneOf [ansible (requires playbook_file), shell (inline: array of
+    strings)], both open, so an object may match both. "Ansible and not shell" holds where
+    `inline` is not an array or holds a non-string item; the second way needs `contains`, which
+    llguidance lacks, so the whole schema went to our compiler (19 s for packer, keys in schema
+    order). That way is now left out (narrower: sound) and logged; llguidance takes the rest."""
+    schema = {"type": "object", "oneOf": [
+        {"type": "object", "properties": {"playbook_file": {"type": "string"}}, "required": ["playbook_file"]},
+        {"type": "object", "properties": {"inline": {"type": "array", "items": {"type": "string"}}}}]}
+    with caplog.at_level(logging.INFO):
+        compiled = compile_json_schema(schema, BYTES)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    assert "a negation's ways through an array item (`contains`) left out" in caplog.text
+    for text in ['{"inline":["a"]}', '{"playbook_file":"p","inline":3}', "{}", '{"inline":[],"x":1}']:
+        assert _valid(schema, text) and _walk(compiled, schema, text), text
+    for text in ['{"playbook_file":"p","inline":["a"]}', '{"playbook_file":"p"}', '{"x":1,"playbook_file":"p"}']:  # both match
+        assert not _valid(schema, text) and not _walk(compiled, schema, text), text
+    narrowed = '{"playbook_file":"p","inline":[1]}'  # valid (only ansible matches), left out
+    assert _valid(schema, narrowed) and not _walk(compiled, schema, narrowed)
+    under_not = {"type": "object", "not": schema}  # there a narrower part would widen the whole: never narrowed
+    compiled = compile_json_schema(under_not, BYTES)
+    for text in ['{"playbook_file":"p","inline":["a"]}', '{"inline":["a"]}', narrowed, '{"playbook_file":"p","inline":3}']:
+        assert _walk(compiled, under_not, text) == _valid(under_not, text), text

@@ -84,6 +84,14 @@ def _raw_sorted(keys: frozenset) -> list[bytes]:
 
 
 @lru_cache(maxsize=256)
+def _opening_on(keys: frozenset, tables: KeyPrefixTables, inside: bool, empty: bool) -> np.ndarray:
+    """The tokens whose last `"` opens a key at a prefix of a key in `keys` (from inside a
+    string or not; `empty`: the key's empty start too, else only longer prefixes), `[n]`."""
+    parts = [tables.opening[tail][inside] for tail in _tails_on(keys, tables) if tail or empty]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+@lru_cache(maxsize=256)
 def _tails_on(keys: frozenset, tables: KeyPrefixTables) -> list[bytes]:
     """The token tails (bytes after a last `"`) that are prefixes of a key in `keys`."""
     raws = _raw_sorted(keys)
@@ -138,11 +146,8 @@ def dead_key_tokens(words: np.ndarray, state: Any, inner: Any, tables: KeyPrefix
             candidates += [t for i in range(1, len(rest) + 1) if (t := tables.token_of.get(rest[:i])) is not None and allowed(t)]
     for frame in stack:  # tokens that may open a key at a used key's prefix: by their bytes after the last `"`
         if frame is not None and frame[0]:
-            for tail in _tails_on(frame[0], tables):
-                if not tail and not commas:
-                    continue  # a key just opened: one is left wherever no object can run out of keys
-                ids = tables.opening[tail][bool(state[1])]
-                candidates += ids[(words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1 == 1].tolist()
+            ids = _opening_on(frame[0], tables, bool(state[1]), commas)
+            candidates += ids[(words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1 == 1].tolist()
     if commas and key is None and not state[1]:  # after a `,` a key must come: is one left?
         ids = tables.comma_end
         candidates += ids[(words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1 == 1].tolist()

@@ -216,8 +216,6 @@ class _Planner:
         counted = None
         if any(m.get("additionalProperties", True) is False for m in members):
             counted = _counted(members, required, kept_last)
-            if counted is not None and required.issuperset(members[counted]["properties"]):
-                kept_last[counted] = 0  # every key required: minProperties = the key count says so
         owner = max((i for i, last in enumerate(kept_last) if last), default=-1)
         if any(m.get("additionalProperties", True) is False for m in members) and counted is None:
             owner = len(members)  # after a `,` llguidance would offer used patterned keys only
@@ -350,12 +348,6 @@ def any_order(spec: Any) -> Any:
             own[exact_key(keys[0]) if len(keys) == 1 else "^(?:" + "|".join(exact_key(k)[1:-1] for k in keys) + ")$"] = value
         if out.get("additionalProperties", True) is False:  # a closed object (see _counted)
             out["maxProperties"] = len(names)
-            required = node.get("required") if isinstance(node.get("required"), list) else []
-            if set(required).issuperset(names):  # every key required and some moved: all must come
-                out["minProperties"] = len(names)
-                out["required"] = [k for k in required if k not in moved]  # patterned: the count holds them
-                if not out["required"]:
-                    del out["required"]
         out["patternProperties"] = {**out.get("patternProperties", {}), **own}
         if not out["properties"]:
             del out["properties"]

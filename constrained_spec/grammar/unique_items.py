@@ -498,6 +498,9 @@ class UniqueItemsMatcher:
         tables = self._grammar.tables
         found: set[int] = set()
         structural = False
+        for frame in state.stack:  # the first item of a finite domain: a token may end it and start a forced repeat
+            if frame.unique and not frame.done and frame.start >= 0 and not frame.open_ended:
+                structural = True
         for frame in self._open_items(state):
             item = bytes(self._text[frame.start:]) if frame.start >= 0 else b""
             earlier = [bytes(self._text[s:e]) for _, s, e in frame.done]

@@ -140,8 +140,8 @@ def test_closed_objects_count_their_keys_and_never_dead_end(smollm2_tokenizer, s
     and only a repeat could follow (the sampler's dead end CI found with a recursive pydantic
     model at T = 1). A closed object written from itself alone whose declared keys are required
     moves its optional keys with `maxProperties` = its key count (true of every instance): after
-    the last key no `,`. Where every key is required, all move, with `minProperties` = the count
-    too. Where the count would not tell (an optional key stays declared, a merge) nothing moves."""
+    the last key no `,`. Where the count would not tell (an optional key stays declared, a merge)
+    nothing moves; nor where every key is required (the keys stay forced text)."""
     closed = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "additionalProperties": False}
     assert any_order(closed) == {"type": "object", "patternProperties": {"^(?:a|b)$": {"type": "integer"}}, "additionalProperties": False, "maxProperties": 2}
     merged = {"allOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}, "additionalProperties": False}]}
@@ -150,15 +150,13 @@ def test_closed_objects_count_their_keys_and_never_dead_end(smollm2_tokenizer, s
     assert any_order(optional_first) is optional_first
     required_first = {"type": "object", "properties": {"r": {}, "a": {}, "b": {"type": "string"}}, "required": ["r"], "additionalProperties": False}
     assert any_order(required_first)["properties"] == {"r": {}} and any_order(required_first)["maxProperties"] == 3
-    # every key required (OpenAI strict tools): minProperties = maxProperties = the key count
-    every = {"type": "object", "properties": {"r": {"type": "string"}, "a": {"type": "integer"}, "b": {"type": "integer"}},
-             "required": ["r", "a", "b"], "additionalProperties": False}
-    assert any_order(every) == {"type": "object", "patternProperties": {"^r$": {"type": "string"}, "^(?:a|b)$": {"type": "integer"}},
-                                "additionalProperties": False, "minProperties": 3, "maxProperties": 3}
+    # every key required (OpenAI strict tools): kept in schema order, so each next key is forced
+    # text (the forced proposer drafts it: tests/proposers/test_forced_json_schema.py)
+    every = {"type": "object", "properties": {"r": {"type": "string"}, "a": {"type": "integer"}}, "required": ["r", "a"],
+             "additionalProperties": False}
+    assert any_order(every) is every
     comma = smollm2_tokenizer.encode(",", add_special_tokens=False)[0]
     for schema, full, valid, invalid in (
-        (every, '{"b":2,"r":"x","a":1', ['{"b":2,"r":"x","a":1}', '{"r":"x","a":1,"b":2}'],
-         ['{"b":2,"a":1}', '{"r":"x","a":1,"a":2}', '{"r":"x","a":1,"b":2,"a":1}', '{"r":1,"a":1,"b":2}', "{}"]),
         (closed, '{"b":2,"a":1', ['{"b":2,"a":1}', '{"a":1}', "{}"], ['{"a":1,"c":2}', '{"a":1,"a":1}']),
         (required_first, '{"r":1,"b":"x","a":null', ['{"r":1,"b":"x","a":null}', '{"r":[],"a":1}'], ['{"a":1,"r":1}', '{"r":1,"b":1}', '{"r":1,"z":1}'])):
         compiled = compile_json_schema(schema, smollm2_vocab)

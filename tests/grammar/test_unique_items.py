@@ -209,3 +209,22 @@ def test_exhausted_small_domain_inside_an_object_item_is_refused_loudly():
     for byte in b'[{"k":"x"},{"k":"y"}':
         matcher.accept_token(byte)
     assert matcher.validate_tokens([ord(",")]) == 0 and matcher.validate_tokens([ord("]"), 256]) == 2
+
+
+def test_a_first_item_is_not_closed_where_only_a_repeat_can_follow(smollm2_vocab):
+    """{"items": {"enum": ["b"]}, "uniqueItems": true, "maxItems": 3}: after `["b` the token `","`
+    ends the first item and opens a second, which can only be "b" again. validate_tokens refused
+    it, the mask offered it (a dead end; found by the generated differential test): the mask only
+    looked at arrays that already held a complete item."""
+    schema = {"type": "array", "items": {"enum": ["b"]}, "uniqueItems": True, "minItems": 1, "maxItems": 3}
+    vocab = smollm2_vocab
+    compiled = compile_json_schema(schema, vocab)
+    matcher = compiled.matcher()
+    for piece in (b'["', b"b"):
+        matcher.accept_token(vocab.token_bytes.index(piece))
+    mask = new_bitmask(1, vocab.size)
+    matcher.fill_bitmask(mask)
+    allowed = set(unpack_bitmask(mask, vocab.size)[0].nonzero().flatten().tolist())
+    for token_id in allowed:  # the mask and validate_tokens agree on every allowed token
+        assert matcher.validate_tokens([token_id]) == 1, vocab.token_bytes[token_id]
+    assert vocab.token_bytes.index(b'","') not in allowed and vocab.token_bytes.index(b'"]') in allowed

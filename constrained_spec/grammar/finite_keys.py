@@ -13,6 +13,7 @@ search follows the used keys' bytes only, one byte token a step.
 from __future__ import annotations
 
 import json
+import threading
 from bisect import bisect_left
 from collections.abc import Callable
 from functools import lru_cache
@@ -63,13 +64,14 @@ class KeyPrefixTables:
                                   dtype=np.int64)
         self.quote = self.token_of.get(b'"', -1)
         self.sorted = sorted_tokens(vocab)
-        self._scratch: list[torch.Tensor] = []
+        self._local = threading.local()  # scratch masks per thread (engines may fill masks in a pool)
 
     def scratch(self, depth: int) -> torch.Tensor:
         """A bitmask `[1, ceil(V/32)]` for one level of the search."""
-        while len(self._scratch) <= depth:
-            self._scratch.append(new_bitmask(1, self.size))
-        return self._scratch[depth]
+        masks = self._local.__dict__.setdefault("masks", [])
+        while len(masks) <= depth:
+            masks.append(new_bitmask(1, self.size))
+        return masks[depth]
 
 
 @lru_cache(maxsize=8)

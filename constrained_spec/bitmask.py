@@ -6,10 +6,12 @@ is 1 when token `32 * j + i` is allowed. Only this module knows the bit order.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 __all__ = [
     "bitmask_width",
+    "count_allowed",
     "new_bitmask",
     "pack_allowed",
     "unpack_bitmask",
@@ -22,6 +24,13 @@ _BIT_VALUES = torch.tensor([1 << i for i in range(32)], dtype=torch.int64)
 def bitmask_width(vocab_size: int) -> int:
     """Number of int32 words that hold one row of `vocab_size` bits."""
     return (vocab_size + 31) // 32
+
+
+def count_allowed(words: np.ndarray) -> int:
+    """How many tokens a packed row allows (its words as uint32 numpy `[ceil(V/32)]`)."""
+    if hasattr(np, "bitwise_count"):  # numpy >= 2
+        return int(np.bitwise_count(words).sum())
+    return int(np.unpackbits(words.view(np.uint8)).sum())
 
 
 def new_bitmask(rows: int, vocab_size: int, allow_all: bool = False) -> torch.Tensor:

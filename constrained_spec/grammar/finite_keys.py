@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..bitmask import new_bitmask
+from ..bitmask import count_allowed, new_bitmask
 from .vocabulary import Vocabulary, sorted_tokens
 
 __all__ = ["KeyPrefixTables", "dead_key_tokens", "is_dead", "key_prefix_tables", "key_target"]
@@ -114,12 +114,6 @@ def _extending(raws: list[bytes], prefix: bytes) -> list[bytes]:
 def _has(raws: list[bytes], raw: bytes) -> bool:
     at = bisect_left(raws, raw)
     return at < len(raws) and raws[at] == raw
-
-
-def _popcount(words: np.ndarray) -> int:
-    if hasattr(np, "bitwise_count"):
-        return int(np.bitwise_count(words).sum())
-    return int(np.unpackbits(words.view(np.uint8)).sum())
 
 
 def dead_key_tokens(words: np.ndarray, state: Any, inner: Any, tables: KeyPrefixTables,
@@ -302,7 +296,7 @@ def _search(inner: Any, tables: KeyPrefixTables, used: list[bytes], prefix: byte
     for rest in rests:
         on_trie.update(t for i in range(1, len(rest) + 1) if (t := tables.token_of.get(rest[:i])) is not None and allowed(t))
         on_trie.update(t for t in tables.sorted.starting_with(rest + b'"') if allowed(t))
-    if _popcount(words) > len(on_trie):
+    if count_allowed(words) > len(on_trie):
         memo[_FOUND] = _off_trie(words, tables, on_trie, prefix)
         return True
     for byte in dict.fromkeys(rest[0] for rest in rests if rest):

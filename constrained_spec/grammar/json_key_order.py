@@ -32,9 +32,9 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
-from .json_merge import STRUCTURAL, VALIDATION
+from .json_merge import STRUCTURAL, VALIDATION, pointer_parts
 from .protocol import GrammarError
 
 __all__ = ["any_order", "exact_key", "exact_keys"]
@@ -272,7 +272,7 @@ def _ref_path(ref: Any) -> tuple[str, ...] | None:
     """The segments of a local JSON-pointer `$ref` ("#/a/b" -> ("a", "b")), None for others."""
     if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
         return None
-    return tuple(unquote(p).replace("~1", "/").replace("~0", "~") for p in ref[2:].split("/")) if ref != "#" else ()
+    return tuple(pointer_parts(ref))
 
 
 def _refs_in(node: Any, out: set[tuple[str, ...]]) -> set[tuple[str, ...]]:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import re
 from typing import Any, Callable
+from urllib.parse import unquote
 
 from .protocol import GrammarError
 
-__all__ = ["VALIDATION", "ANNOTATIONS", "STRUCTURAL", "clean", "merge", "pointer", "canonical", "enum_values"]
+__all__ = ["VALIDATION", "ANNOTATIONS", "STRUCTURAL", "clean", "merge", "pointer", "pointer_parts", "canonical", "enum_values"]
 
 # keywords that constrain instances (drafts 4 .. 2020-12)
 VALIDATION = frozenset({
@@ -41,6 +42,11 @@ def pointer(path: str, *keys: Any) -> str:
     for key in keys:
         path += "/" + str(key).replace("~", "~0").replace("/", "~1")
     return path
+
+
+def pointer_parts(ref: str) -> list[str]:
+    """The segments a local JSON-pointer reference names ("#/a~1b/c%25" -> ["a/b", "c%"]; "#" -> [])."""
+    return [] if ref == "#" else [unquote(p).replace("~1", "/").replace("~0", "~") for p in ref[2:].split("/")]
 
 
 def at(path: str) -> str:

@@ -17,10 +17,9 @@ import math
 import re
 import sys
 from typing import Any
-from urllib.parse import unquote
 
 from .json_ir import ANY_JSON as _ANY, EMPTY, Grammar, Lit, Node, RecursiveGrammar, Ref, Rep, Rx, alt, opt, regex_size, seq
-from .json_merge import ANNOTATIONS, STRUCTURAL, at, canonical, clean, enum_values, merge, pointer
+from .json_merge import ANNOTATIONS, STRUCTURAL, at, canonical, clean, enum_values, merge, pointer, pointer_parts
 from .json_negation import NON_INTEGER_NUMBER, split, ways_to_fail
 from .json_objects import Slot, members_body
 from .json_terminals import (
@@ -169,8 +168,7 @@ class _Translator:
                 raise GrammarError(f"$ref {ref!r} at {pointer(path, '$ref')} does not resolve")
             return found
         target = self.root
-        for part in ref[2:].split("/") if ref != "#" else []:
-            part = unquote(part).replace("~1", "/").replace("~0", "~")
+        for part in pointer_parts(ref):
             try:
                 target = target[int(part)] if isinstance(target, list) else target[part]
             except (KeyError, IndexError, ValueError, TypeError):

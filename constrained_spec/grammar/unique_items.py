@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from ..bitmask import new_bitmask
+from ..bitmask import count_allowed, new_bitmask
 from .json_merge import VALIDATION
 from .protocol import CompiledGrammar, GrammarError, GrammarMatcher
 from .unique_keys import clear_token, decode_key
@@ -461,7 +461,7 @@ class UniqueItemsMatcher:
         # and those that may end an item or a number (the only ones a repeat can be masked at)
         tables = self._grammar.tables
         tokens |= set(_allowed(words, tables.structural).tolist()) | set(_allowed(words, tables.digits).tolist())
-        if int(np.unpackbits(words.view(np.uint8)).sum()) > len(tokens):
+        if count_allowed(words) > len(tokens):
             return True  # a token that leaves every earlier item's text and ends nothing
         return any(not self._blocked(state, text, t, matcher, depth) for t in tokens)
 

@@ -241,55 +241,11 @@ def _no_repeated_keys(compiled: CompiledGrammar, vocab: Vocabulary, spec: Any) -
         return compiled
     from .unique_keys import UniqueKeysGrammar
 
-    prefixes, counts = _finite_key_sets(spec)
-    return UniqueKeysGrammar(compiled, vocab, plain_key_escapes=True, finite_keys=prefixes, finite_count=counts)
+    from .finite_keys import finite_key_sets
 
-
-def _finite_key_sets(spec: Any) -> tuple[bool, bool]:
-    """Whether some object in `spec` may admit only finitely many keys that llguidance can offer
-    again (a closed object's patterned keys where a pattern's language is finite, `propertyNames`
-    bounding names): only there can a used key's prefix dead-end (finite_keys.py). Second: whether
-    such an object may also offer a `,` with every key used: not where json_key_order bounded it
-    (`maxProperties` = its key count, every pattern an exact key list)."""
-    prefixes = counts = False
-    todo = [spec]
-    while todo:
-        node = todo.pop()
-        if isinstance(node, list):
-            todo += node
-        elif isinstance(node, dict):
-            names = node.get("propertyNames")
-            if isinstance(names, dict) and (set(names) & {"enum", "const", "maxLength", "$ref", "allOf", "anyOf", "oneOf"}
-                                            or _finite_pattern(names.get("pattern"))):
-                prefixes = counts = True
-            patterns = node.get("patternProperties")
-            if node.get("additionalProperties", True) is False and isinstance(patterns, dict) and any(map(_finite_pattern, patterns)):
-                prefixes = True
-                counts = counts or not _counted_keys(node)
-            todo += list(node.values())
-    return prefixes, counts
-
-
-def _counted_keys(node: dict) -> bool:
-    """A closed object whose keys are its properties and exact key lists, and whose
-    maxProperties is their count (json_key_order's closed objects): it offers no `,` once full."""
-    from .json_key_order import exact_keys  # noqa: PLC0415
-
-    keys = set(node.get("properties", {}) if isinstance(node.get("properties"), dict) else {})
-    for pattern in node.get("patternProperties", {}):
-        names = exact_keys(pattern)
-        if names is None:
-            return False
-        keys |= set(names)
-    return node.get("maxProperties") == len(keys)
-
-
-def _finite_pattern(pattern: Any) -> bool:
-    """Whether a pattern's keys can run out: anchored at both ends and not ending in `.*`/`.+`
-    (otherwise a used key extended by anything, or by another key, matches again)."""
-    if not isinstance(pattern, str) or not pattern.startswith("^") or not pattern.endswith("$") or pattern.endswith("\\$"):
-        return False
-    return not pattern.endswith((".*$", ".+$"))
+    finite = finite_key_sets(spec)
+    return UniqueKeysGrammar(compiled, vocab, plain_key_escapes=True, finite_keys=finite.prefixes, finite_count=finite.counts,
+                             finite_names=finite.names)
 
 
 _HOLDERS = {"$ref", "allOf", "anyOf", "oneOf", "$defs", "definitions", "$schema", "$id", "id", "$comment",

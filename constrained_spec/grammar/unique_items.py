@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -319,16 +320,23 @@ class _Tables(NamedTuple):
     ordered: SortedTokens  # tokens starting with given bytes
     escapes: list[tuple[int, bytes]]  # single-byte tokens that end nothing (a way out of a repeat)
     closing_more: np.ndarray  # tokens with `" , ] }` after their first `"`: they close a string and go on
+    scratch: threading.local  # a mask row per thread for _way_out
+    brackets: np.ndarray  # tokens holding `]` or `}`: the only ones that can complete an open container
+    quoted_brackets: np.ndarray  # those with the `]` or `}` after a `"`: the only ones from inside a string
 
 
 @lru_cache(maxsize=8)
 def _token_tables(vocab: Vocabulary) -> _Tables:
-    structural, digits, growth, numeric, by_bytes, longest = [], [], [], [], {}, 1
+    structural, digits, growth, numeric, brackets, quoted_brackets, by_bytes, longest = [], [], [], [], [], [], {}, 1
     for i, data in enumerate(vocab.token_bytes):
         if not data:
             continue
         if any(c in data for c in b'",]}'):
             structural.append(i)
+        if any(c in data for c in b"]}"):
+            brackets.append(i)
+            if b'"' in data and any(c in data.split(b'"', 1)[1] for c in b"]}"):
+                quoted_brackets.append(i)
         if any(c in data for c in b"0123456789"):
             digits.append(i)
         if data[0] in _NUMBER_GROWTH:
@@ -342,12 +350,18 @@ def _token_tables(vocab: Vocabulary) -> _Tables:
     closing_more = [i for data, ids in by_bytes.items() for i in ids
                     if b'"' in data and any(c in data.split(b'"', 1)[1] for c in b'",]}')]
     return _Tables(as_ids(structural), as_ids(digits), as_ids(growth), as_ids(numeric), by_bytes, longest,
-                   sorted_tokens(vocab), escapes, as_ids(sorted(closing_more)))
+                   sorted_tokens(vocab), escapes, as_ids(sorted(closing_more)), threading.local(), as_ids(brackets), as_ids(quoted_brackets))
 
 
-def _mask_words(matcher: GrammarMatcher) -> np.ndarray:
-    """The matcher's mask now, as packed uint32 words `[ceil(V/32)]` (lookahead probes)."""
-    mask = new_bitmask(1, matcher.vocab_size)
+def _mask_words(matcher: GrammarMatcher, scratch: threading.local | None = None) -> np.ndarray:
+    """The matcher's mask now, as packed uint32 words `[ceil(V/32)]` (lookahead probes); in
+    this thread's scratch row where `scratch` is given (read it before the next such call)."""
+    if scratch is None:
+        mask = new_bitmask(1, matcher.vocab_size)
+    else:
+        mask = scratch.__dict__.get("mask")
+        if mask is None or mask.shape[1] * 32 < matcher.vocab_size:
+            mask = scratch.mask = new_bitmask(1, matcher.vocab_size)
     matcher.fill_bitmask(mask)
     return mask[0].numpy().view(np.uint32)
 
@@ -447,7 +461,17 @@ class UniqueItemsMatcher:
         """Whether after token_id the grammar allows a plain byte (a letter, a space, ...) that
         no earlier item has next: a cheap proof that the item need not become a repeat."""
         taken = {earlier[len(item):len(item) + 1] for earlier in ahead}
-        return any(data not in taken and inner.validate_tokens([token_id, escape]) == 2 for escape, data in self._grammar.tables.escapes)
+        escapes = [escape for escape, data in self._grammar.tables.escapes if data not in taken]
+        if not escapes:
+            return False
+        if inner.validate_tokens([token_id, escapes[0]]) == 2:
+            return True
+        inner.accept_token(token_id)  # the others in one mask (a validate call each costs about as much)
+        try:
+            words = _mask_words(inner, self._grammar.tables.scratch)
+        finally:
+            inner.rollback(1)
+        return any((words[escape >> 5] >> (escape & 31)) & 1 for escape in escapes[1:])
 
     def _alive(self, state: _State, text: bytes, matcher: GrammarMatcher, following: list[tuple[bytes, list[bytes]]], depth: int) -> bool:
         """Whether some token allowed at `state` leaves the text of every earlier item it is
@@ -498,9 +522,14 @@ class UniqueItemsMatcher:
         tables = self._grammar.tables
         found: set[int] = set()
         structural = False
+        # the tokens that can complete an open object or array item (from inside a string: close it first)
+        completing = tables.quoted_brackets if state.in_string else tables.brackets
         for frame in state.stack:  # the first item of a finite domain: a token may end it and start a forced repeat
             if frame.unique and not frame.done and frame.start >= 0 and not frame.open_ended:
-                structural = True
+                if frame is state.stack[-1]:
+                    structural = True
+                else:  # the item is an open object or array: only a token with `}` or `]` can end it
+                    found |= set(_allowed(words, completing).tolist())
         for frame in self._open_items(state):
             item = bytes(self._text[frame.start:]) if frame.start >= 0 else b""
             earlier = [bytes(self._text[s:e]) for _, s, e in frame.done]
@@ -520,6 +549,11 @@ class UniqueItemsMatcher:
                 continue
             if frame.open_ended and item[:1] == b'"' and not state.in_string:
                 continue  # a complete string, already unlike every earlier one
+            if frame is not state.stack[-1] and not any(e.startswith(item) for e in earlier):
+                # an open object or array unlike every earlier item's text: it can only become
+                # a repeat (keys in another order) where a token completes it, with a `}` or `]`
+                found |= set(_allowed(words, completing).tolist())
+                continue
             structural = True
             if frame.open_ended:
                 continue

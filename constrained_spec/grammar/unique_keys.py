@@ -161,7 +161,7 @@ class UniqueKeysGrammar:
     """CompiledGrammar: `inner` (a JSON grammar) with duplicate keys removed."""
 
     def __init__(self, inner: CompiledGrammar, vocab: Vocabulary, plain_key_escapes: bool = False,
-                 finite_keys: bool = False, finite_count: bool = True) -> None:
+                 finite_keys: bool = False, finite_count: bool = True, finite_names: frozenset[str] | None = None) -> None:
         self.inner = inner
         self.vocab = vocab
         self.plain_escapes = plain_key_escapes
@@ -169,6 +169,7 @@ class UniqueKeysGrammar:
         # and (finite_count) a `,` may come with every key used
         self.prefixes = key_prefix_tables(vocab) if finite_keys else None
         self.finite_count = finite_count
+        self.finite_names = finite_names  # the keys that can dead-end (None: any)
         tables = _escape_tables(vocab) if plain_key_escapes else (None,) * 5
         self._plain_in_key, self._slashed, self._after_slash, self._u_start, self._hex_start = tables
         self._closers = _quote_tokens(vocab)
@@ -225,7 +226,7 @@ class UniqueKeysMatcher:
                 plain = self._grammar.plain_escapes
                 for token_id in dead_key_tokens(words, state, self._inner, self._grammar.prefixes,
                                                 lambda s, data: _advance(s, data, plain), self._grammar._plain_in_key,
-                                                self._witnesses, self._grammar.finite_count):
+                                                self._witnesses, self._grammar.finite_count, self._grammar.finite_names):
                     clear_token(words, token_id)
         if host is not bitmask:
             bitmask[row].copy_(host[row])
@@ -312,7 +313,7 @@ class UniqueKeysMatcher:
     def _dead_at(self, state: State, before: Sequence[int], token_id: int) -> bool:
         """Whether `token_id` after `before` (both checked) leads only to used keys, as the mask says."""
         plain, tables = self._grammar.plain_escapes, self._grammar.prefixes
-        target = key_target(int(token_id), state, tables, lambda s, data: _advance(s, data, plain))
+        target = key_target(int(token_id), state, tables, lambda s, data: _advance(s, data, plain), self._grammar.finite_names)
         if target is None or (not target[1] and not self._grammar.finite_count):  # a `,` or a key just opened: one is left
             return False
         for token in before:

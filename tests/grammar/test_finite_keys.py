@@ -111,3 +111,99 @@ def test_random_walks_on_the_model_vocabulary_never_dead_end(model, smollm2_toke
             finished += 1
             model.model_validate_json(decode(tokens))
     assert finished >= 30
+
+
+# ---- which keys can dead-end, read from the schema (finite_key_sets) ------------------------------
+
+MIXED = {"type": "object", "additionalProperties": False,  # a listed pattern next to one that grows
+         "patternProperties": {"^(?:ab|b)$": {"type": "integer"}, "^a[0-9]+$": {"type": "integer"}}}
+
+
+@pytest.mark.parametrize("pattern, expected", [
+    ("^[a-zA-Z_][a-zA-Z0-9_]*$", (False, None)),  # ends in an unbounded repeat: every key grows
+    ("^_[a-zA-Z]([^.]+)$", (False, None)),
+    ("^x-", (False, None)),  # unanchored
+    ("^(?:ab|b|abc)$", (True, {"ab", "b", "abc"})),  # json_key_order's exact list
+    ("^(foo|ba[rz])$", (True, {"foo", "bar", "baz"})),  # literals, a class, an alternation
+    ("^v[0-9]{1,2}$", (True, {f"v{i}" for i in range(10)} | {f"v{i:02d}" for i in range(100)})),
+    ("^x(a|b+)$", (True, None)),  # grows inside an alternation only: `xa` can run out, unlisted
+    ("^\\d{3}$", (True, None)),  # a category: not listed
+    ("^(?i)ab$", (True, None)),  # flags: not listed
+])
+def test_which_patterns_can_run_out(pattern, expected):
+    from constrained_spec.grammar.finite_keys import pattern_keys
+
+    finite, names = pattern_keys(pattern)
+    assert (finite, None if names is None else set(names)) == expected
+
+
+def test_finite_key_sets_lists_the_keys_that_can_run_out():
+    from constrained_spec.grammar.finite_keys import finite_key_sets
+
+    assert finite_key_sets(MIXED).names == {"ab", "b"}
+    assert finite_key_sets({"properties": {"p": PATTERNED, "n": NAMED}}).names == {"ab", "b", "abc", "x", "xy"}
+    grows = {"type": "object", "patternProperties": {"^[a-z]+$": {}}, "additionalProperties": False}
+    assert not finite_key_sets(grows).prefixes  # was searched on every key before
+    unlisted = {"type": "object", "patternProperties": {"^[a-z]{2}$": {}}, "additionalProperties": False}
+    assert finite_key_sets(unlisted).prefixes and finite_key_sets(unlisted).names is None
+
+
+def test_keys_of_a_growing_pattern_are_not_dead_ends():
+    compiled = compile_json_schema(MIXED, BYTES)
+    assert compiled.finite_names == {"ab", "b"}
+    assert _allowed(compiled, BYTES, b'{"ab":1,"b":2,"a') == {bytes([d]) for d in b"0123456789"}  # not `b`: ab is used
+    assert _allowed(compiled, BYTES, b'{"ab":1,"a1":2,"') == {b"a", b"b"}  # a2, ... and b are left
+    assert _allowed(compiled, BYTES, b'{"b":1,"a1":2,"a1') == {bytes([d]) for d in b"0123456789"}  # a10, ...
+
+
+def _twins(compiled, vocab):
+    """The compiled wrapper and the same wrapper searching every used key (finite_names=None)."""
+    from constrained_spec.grammar.unique_keys import UniqueKeysGrammar
+
+    while not isinstance(compiled, UniqueKeysGrammar) and hasattr(compiled, "inner"):  # under uniqueItems
+        compiled = compiled.inner
+    assert isinstance(compiled, UniqueKeysGrammar) and compiled.finite_names is not None
+    every = UniqueKeysGrammar(compiled.inner, vocab, plain_key_escapes=compiled.plain_escapes, finite_keys=True,
+                              finite_count=compiled.finite_count, finite_names=None)
+    return compiled, every
+
+
+def _same_masks_along(twins, vocab, ids: list[int]) -> int:
+    """Walk `ids` through both wrappers; every mask must be equal. Returns the masks compared."""
+    matchers = [grammar.matcher() for grammar in twins]
+    masks = [new_bitmask(1, vocab.size) for _ in twins]
+    for step, token in enumerate(ids + [None]):
+        for matcher, mask in zip(matchers, masks):
+            matcher.fill_bitmask(mask)
+        assert (masks[0] == masks[1]).all(), f"masks differ after {step} tokens"
+        if token is None or not (int(masks[0][0, token // 32]) >> (token % 32)) & 1:
+            return step + 1
+        for matcher in matchers:
+            matcher.accept_token(token)
+    return len(ids) + 1
+
+
+@pytest.mark.parametrize("schema", [MIXED, PATTERNED, NAMED], ids=["mixed", "patterned", "property-names"])
+def test_listed_names_mask_as_searching_every_key_on_random_walks(schema):
+    """Differential: searching only the listed keys gives the same masks as searching every used
+    key, along seeded random walks (N = 60, byte vocabulary)."""
+    twins = _twins(compile_json_schema(schema, BYTES), BYTES)
+    rng = random.Random(5)
+    for _ in range(60):
+        tokens, _ = _walk(twins[0], BYTES, bytes, rng, 120)
+        _same_masks_along(twins, BYTES, tokens)
+
+
+@pytest.mark.parametrize("name", ["schemastore-djlint.json", "schemastore-github-funding.json", "schemastore-aih-org-policy.json"])
+def test_listed_names_mask_as_searching_every_key_on_corpus_instances(name, smollm2_tokenizer, smollm2_vocab):
+    """Differential on real schemas (the benchmark corpus, SmolLM2's vocabulary): along every
+    valid instance, the same masks with the listed keys as with every used key searched."""
+    from pathlib import Path
+
+    entry = json.loads((Path(__file__).parents[2] / "benchmarks" / "schema_corpus" / name).read_text())
+    twins = _twins(compile_json_schema(entry["schema"], smollm2_vocab), smollm2_vocab)
+    compared = 0
+    for instance in entry["instances"]:
+        if instance["valid"]:
+            compared += _same_masks_along(twins, smollm2_vocab, smollm2_tokenizer.encode(instance["text"], add_special_tokens=False))
+    assert compared > 50

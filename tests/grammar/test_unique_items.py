@@ -228,3 +228,83 @@ def test_a_first_item_is_not_closed_where_only_a_repeat_can_follow(smollm2_vocab
     for token_id in allowed:  # the mask and validate_tokens agree on every allowed token
         assert matcher.validate_tokens([token_id]) == 1, vocab.token_bytes[token_id]
     assert vocab.token_bytes.index(b'","') not in allowed and vocab.token_bytes.index(b'"]') in allowed
+
+
+# Items equal as values though written in another key order (two branches order the keys
+# differently), holding `}` and `]` inside strings; nested arrays; a first object item of a
+# finite domain. The masks check a narrowed set of candidate tokens (unique_items._candidates):
+# these exhaustive walks check that narrowing against checking every allowed token. (The
+# key-order items reach the documented dead end: a repeat that differs only in key order is
+# seen when it completes, not looked ahead for; both masks must then refuse alike.)
+_PAIR = {"a": {"const": 1}, "b": {"enum": ["x}", "y]"]}, "c": {"const": "p"}}
+NARROWED = [
+    {"type": "array", "uniqueItems": True, "maxItems": 3, "items": {"anyOf": [
+        {"type": "object", "properties": _PAIR, "required": ["a", "b"], "additionalProperties": False},
+        {"type": "object", "properties": {k: _PAIR[k] for k in "bac"}, "required": ["a", "b"], "additionalProperties": False}]}},
+    {"type": "array", "uniqueItems": True, "maxItems": 4, "items": {"type": "array", "items": {"enum": [1, 2]}, "maxItems": 2}},
+    {"type": "array", "uniqueItems": True, "maxItems": 2, "items": {
+        "type": "object", "properties": {"k": {"const": "v}"}, "n": {"enum": ["]", "q"]}}, "required": ["k"],
+        "additionalProperties": False}},
+    {"type": "array", "uniqueItems": True, "items": {"type": "object", "properties": {"k": {"const": "v"}}, "required": ["k"],
+                                                     "additionalProperties": False}},
+]
+# bytes, and tokens that end an item and go on (`"},{` ends a first item and opens a second)
+MULTI = Vocabulary([bytes([b]) for b in range(256)] + [b'"}', b"},", b'"},{', b"}]", b'"]', b'"},', None], 262)
+
+
+@pytest.mark.parametrize("schema, dead_ends, vocab", zip(NARROWED, (True, False, False, False), (BYTES, BYTES, MULTI, MULTI)),
+                         ids=["key-order", "nested-arrays", "first-object", "one-object"])
+def test_narrowed_candidates_mask_as_checking_every_allowed_token(schema, dead_ends, vocab, monkeypatch):
+    """Differential, exhaustive (every output the masks allow; bytes, and a few multi-byte tokens for object items): the mask from
+    the narrowed candidates equals the mask from checking every token the inner grammar allows,
+    no state is a dead end (but the documented one), and every finished text is valid per
+    jsonschema."""
+    import numpy as np
+
+    from constrained_spec.grammar import unique_items
+
+    narrowed = compile_json_schema(schema, vocab)
+    assert isinstance(narrowed, UniqueItemsGrammar)
+    every = UniqueItemsGrammar(narrowed.inner, vocab, schema)  # not compile_json_schema: that one is cached
+    original = unique_items.UniqueItemsMatcher._candidates
+    ids = np.arange(vocab.size, dtype=np.int64)
+
+    def candidates(self, state, words):
+        return set(unique_items._allowed(words, ids).tolist()) if self._grammar is every else original(self, state, words)
+
+    monkeypatch.setattr(unique_items.UniqueItemsMatcher, "_candidates", candidates)
+    matchers = [narrowed.matcher(), every.matcher()]
+    masks = [new_bitmask(1, vocab.size) for _ in matchers]
+    finished, states, refused = 0, 0, 0
+
+    def visit(text: bytes) -> None:
+        nonlocal finished, states, refused
+        states += 1
+        outcomes = []
+        for matcher, mask in zip(matchers, masks):
+            try:
+                matcher.fill_bitmask(mask)
+                outcomes.append(None)
+            except GrammarError as exc:
+                outcomes.append(str(exc))
+        assert outcomes[0] == outcomes[1], f"one mask refused after {text!r}: {outcomes}"
+        if outcomes[0] is not None:
+            assert dead_ends, f"dead end after {text!r}"
+            refused += 1
+            return
+        assert (masks[0] == masks[1]).all(), f"masks differ after {text!r}"
+        allowed = unpack_bitmask(masks[0], vocab.size)[0].nonzero().flatten().tolist()
+        assert allowed, f"dead end after {text!r}"
+        for token in allowed:
+            if token == vocab.eos_token_id:
+                finished += 1
+                jsonschema.validate(json.loads(text), schema)
+                continue
+            for matcher in matchers:
+                matcher.accept_token(token)
+            visit(text + vocab.token_bytes[token])
+            for matcher in matchers:
+                matcher.rollback(1)
+
+    visit(b"")
+    assert finished >= 2 and states < 100_000 and (refused > 0) == dead_ends

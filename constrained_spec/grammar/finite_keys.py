@@ -321,7 +321,7 @@ def dead_key_tokens(words: np.ndarray, state: Any, inner: Any, tables: KeyPrefix
     dead = []
     for token_id in dict.fromkeys(candidates):
         target = key_target(token_id, state, tables, advance, names)
-        if target is not None and is_dead(token_id, target, inner, tables, key_mask, witnesses, alive, words):
+        if target is not None and is_dead(token_id, target, inner, tables, key_mask, witnesses, alive, words, names):
             dead.append(token_id)
     return dead
 
@@ -348,16 +348,19 @@ def key_target(token_id: int, state: Any, tables: KeyPrefixTables, advance: Call
 
 
 def is_dead(token_id: int, target: tuple, inner: Any, tables: KeyPrefixTables, key_mask: np.ndarray | None,
-            witnesses: dict, alive: dict | None = None, words: np.ndarray | None = None) -> bool:
+            witnesses: dict, alive: dict | None = None, words: np.ndarray | None = None,
+            names: frozenset[str] | None = None) -> bool:
     """Whether `token_id` (allowed where the wrapped matcher `inner` stands, left as it was; its
     `key_target`) leaves a key open that can only become a used one, or ends with a `,` where no
     key is left. `alive` memoizes verdicts across the tokens of one step; `words` (that step's
-    mask) may prove a key alive without a search."""
+    mask) may prove a key alive without a search; so does an unused key of `names` the grammar
+    takes here, in one validate call."""
     used, prefix, root, lead = target
     alive = {} if alive is None else alive
     if (root, prefix) not in alive:
-        if (words is not None and len(lead) == 1 and _proven_now(words, tables, tables.token_bytes[token_id], prefix, used)) or _witnessed(
-                inner, tables, lead, used, prefix, witnesses, root[1]):
+        if _witnessed(inner, tables, lead, used, prefix, witnesses, root[1]) or (
+                names and _guessed(inner, tables, lead, used, prefix, names, witnesses, root[1])) or (
+                words is not None and len(lead) == 1 and _proven_now(words, tables, tables.token_bytes[token_id], prefix, used)):
             alive[root, prefix] = True
         else:
             taken = 0
@@ -391,6 +394,29 @@ def _witnessed(inner: Any, tables: KeyPrefixTables, lead: list[int], used: list[
         return False
     steps = lead + [tables.single[b] for b in witness[len(prefix):]]
     return min(steps) >= 0 and inner.validate_tokens(steps) == len(steps)
+
+
+_GUESSES = 3  # unused listed keys tried before a search
+
+
+def _guessed(inner: Any, tables: KeyPrefixTables, lead: list[int], used: list[bytes], prefix: bytes,
+             names: frozenset[str], witnesses: dict, level: int) -> bool:
+    """Whether the wrapped matcher takes `lead` and then a whole key of `names` not used yet
+    (one byte a token, its closing quote too): kept as the witness at this depth and prefix."""
+    tries = 0
+    for raw in _extending(_raw_sorted(names), prefix):
+        if _has(used, raw):
+            continue
+        steps = lead + [tables.single[b] for b in raw[len(prefix):]] + [tables.quote]
+        if min(steps) >= 0 and inner.validate_tokens(steps) == len(steps):
+            if len(witnesses) > 1024:
+                witnesses.clear()
+            witnesses[level, prefix] = raw + b'"'
+            return True
+        tries += 1
+        if tries == _GUESSES:
+            break
+    return False
 
 
 def _keep_witness(memo: dict, witnesses: dict, level: int, prefix: bytes) -> None:

@@ -319,7 +319,8 @@ class UniqueKeysMatcher:
         for token in before:
             self._inner.accept_token(token)
         try:
-            return is_dead(int(token_id), target, self._inner, tables, self._grammar._plain_in_key, self._witnesses)
+            return is_dead(int(token_id), target, self._inner, tables, self._grammar._plain_in_key, self._witnesses,
+                           names=self._grammar.finite_names)
         finally:
             self._inner.rollback(len(before))
 

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, Callable
 
+import numpy as np
 import torch
 
 from ..bitmask import bitmask_width
@@ -117,10 +118,16 @@ class LLGuidanceMatcher:
         if bitmask.dtype != torch.int32 or bitmask.ndim != 2 or bitmask.shape[1] != width:
             raise GrammarError(f"bitmask must be int32 [rows, {width}] for vocab size {self.vocab_size}, got {bitmask.dtype} {tuple(bitmask.shape)}")
         if self._eos or self._inner.is_stopped():
-            bitmask[row].zero_()
-            if not self._eos and self._inner.is_accepting():
-                eos = self._compiled.vocab.eos_token_id
-                bitmask[row, eos // 32] = torch.tensor(1 << (eos % 32), dtype=torch.int64).to(torch.int32)
+            eos = self._compiled.vocab.eos_token_id if not self._eos and self._inner.is_accepting() else None
+            if bitmask.device.type == "cpu":  # numpy: two torch index assignments cost ~20 us
+                words = bitmask.numpy().view(np.uint32)
+                words[row] = 0
+                if eos is not None:
+                    words[row, eos // 32] = 1 << (eos % 32)
+            else:
+                bitmask[row].zero_()
+                if eos is not None:
+                    bitmask[row, eos // 32] = torch.tensor(1 << (eos % 32), dtype=torch.int64).to(torch.int32)
             return
         if bitmask.device.type != "cpu" or bitmask.stride(1) != 1:
             raise GrammarError("llguidance fills a contiguous CPU bitmask; pass one and copy it to the device")

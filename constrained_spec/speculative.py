@@ -41,7 +41,7 @@ from .detokenizer import Detokenizer
 from .devices import upload
 from .grammar.protocol import CompiledGrammar, GrammarMatcher
 from .proposers.base import Draft, ProposalContext, Proposer
-from .rejection import draw_randomness, greedy_verify, rejection_sample
+from .rejection import draw_randomness, greedy_verify, rejection_sample, sampled_verify
 from .runners import Runner
 from .sampling import SamplingParams, filtered_logits, history_tensors
 from .spec_stats import DraftLengthPolicy, SpecStats
@@ -126,7 +126,10 @@ class Engine:
     text, needed for stop strings. max_draft_tokens: the most drafts per step. adaptive: choose
     the draft length per request from its acceptance (spec_stats.DraftLengthPolicy).
     kernel: the rejection kernel (`kernels.KERNELS`): "auto" uses Triton on CUDA tensors, "torch"
-    never, "triton" always. (Grammar backends are chosen when compiling a grammar.)
+    never, "triton" always. On the CPU, "auto" verifies sampled requests that only mask and
+    scale over their allowed tokens (`rejection.sampled_verify`: exact, its own random stream);
+    "torch" keeps the reference sampler and the kernel's random stream (the same tokens as
+    "triton" for a seed). (Grammar backends are chosen when compiling a grammar.)
     device: where per-request verification generators live (default: the runner's `device`, else
     the CPU); draft generators stay on the CPU, where proposers sample.
 
@@ -365,6 +368,16 @@ class Engine:
             # T = 0, mask only: the masked argmax read from the raw rows, up to the first
             # rejection (the same tokens as the processed rows give, ~1 ms less per step)
             emitted, accepted, ok = greedy_verify(logits, bitmask, [p.draft.token_ids for p in plans])
+            if not ok:
+                raise ValueError("a row has no allowed token: the grammar mask (or vocabulary limit) forbids every token")
+            return emitted, accepted, None, False
+        if (device.type == "cpu" and self.kernel == "auto" and bitmask is not None and all(p.draft.probs is None for p in plans)
+                and all(_kernel_only(r.params) and r.top_logprobs is None for r in active)):
+            # sampled, mask and temperature only, one-hot drafts: p over each row's allowed
+            # tokens only, noise for those only (no V-wide pass; its own random stream)
+            emitted, accepted, ok = sampled_verify(logits, bitmask, [p.draft.token_ids for p in plans],
+                                                   [0.0 if r.params.greedy else r.params.temperature for r in active],
+                                                   [r.verify_gen for r in active])
             if not ok:
                 raise ValueError("a row has no allowed token: the grammar mask (or vocabulary limit) forbids every token")
             return emitted, accepted, None, False

@@ -270,3 +270,54 @@ def test_greedy_verify_equals_the_torch_reference():
     # a row that allows nothing is reported (the engine raises), like the torch path's check
     nothing = torch.zeros(1, 2, dtype=torch.int32)
     assert greedy_verify([torch.zeros(1, 64)], nothing, [[]])[2] is False
+
+
+@pytest.mark.parametrize("forbidden_draft", [False, True], ids=["drafts-allowed", "second-draft-masked"])
+def test_sampled_verify_emits_the_target_distribution(forbidden_draft):
+    """The CPU sampled fast path (`sampled_verify`: raw logits, p and noise over each row's
+    allowed tokens only, its own random stream) emits sequences distributed exactly as
+    speculative sampling must: with drafts x0, x1 and rows p0, p1, p2 (masked, tempered),
+    P(a) = p0(a) for a != x0, P(x0 b) = p0(x0) p1(b) for b != x1, P(x0 x1 c) = p0(x0) p1(x1) p2(c).
+    N = 20,000 requests (one seeded generator each), alpha = 0.001."""
+    from constrained_spec.rejection import sampled_verify
+
+    vocab, temperature = 100, 0.7
+    g = torch.Generator().manual_seed(5)
+    logits = torch.randn(3, vocab, generator=g) * 1.5  # [k + 1, V]
+    allowed = torch.rand(3, 128, generator=g) < 0.3
+    allowed[:, vocab:] = False
+    p = torch.softmax(logits.masked_fill(~allowed[:, :vocab], float("-inf")).double() / temperature, dim=-1)  # [3, V]
+    x0 = int(p[0].argmax())
+    allowed[1, 17] = not forbidden_draft
+    p = torch.softmax(logits.masked_fill(~allowed[:, :vocab], float("-inf")).double() / temperature, dim=-1)
+    x1 = 17
+    bitmask = pack_allowed(allowed)
+    emitted, accepted, ok = sampled_verify([logits] * N_SAMPLES, bitmask.repeat(N_SAMPLES, 1), [[x0, x1]] * N_SAMPLES,
+                                           [temperature] * N_SAMPLES, [torch.Generator().manual_seed(s) for s in range(N_SAMPLES)])
+    assert ok and all(len(e) == a + 1 for e, a in zip(emitted, accepted))
+    counts: dict = {}
+    for e in emitted:
+        counts[tuple(e)] = counts.get(tuple(e), 0) + 1
+    expected = {(a,): float(p[0, a]) for a in range(vocab) if a != x0}
+    expected |= {(x0, b): float(p[0, x0] * p[1, b]) for b in range(vocab) if b != x1}
+    expected |= {(x0, x1, c): float(p[0, x0] * p[1, x1] * p[2, c]) for c in range(vocab)}
+    assert chi_square_p_value(counts, expected, N_SAMPLES) > ALPHA
+
+
+def test_sampled_verify_greedy_rows_and_empty_rows():
+    """Temperature 0 rows take the greedy rule (as `greedy_verify`); a row that allows nothing
+    is reported; a seed gives the same tokens again."""
+    from constrained_spec.rejection import greedy_verify, sampled_verify
+
+    g = torch.Generator().manual_seed(3)
+    logits = [torch.randn(3, 70, generator=g), torch.randn(2, 70, generator=g)]
+    allowed = torch.rand(5, 96, generator=g) < 0.5
+    allowed[:, 70:] = False
+    bitmask = pack_allowed(allowed)
+    drafts = [[int(logits[0][0].argmax()), 4], [9]]
+    greedy = sampled_verify(logits, bitmask, drafts, [0.0, 0.0], [None, None])
+    assert greedy == greedy_verify(logits, bitmask, drafts)
+    runs = [sampled_verify(logits, bitmask, drafts, [1.0, 0.5], [torch.Generator().manual_seed(11) for _ in range(2)]) for _ in range(2)]
+    assert runs[0] == runs[1] and runs[0][2]
+    nothing = torch.zeros(1, 3, dtype=torch.int32)
+    assert sampled_verify([torch.zeros(1, 64)], nothing, [[]], [1.0], [torch.Generator()])[2] is False

@@ -110,3 +110,35 @@ def test_speculative_matches_exact_distribution(proposer_name, temperature):
     stat, dof, p_value = chi_square([counts.get(k, 0) for k in keys], [expected[k] / total for k in keys])
     assert dof >= 10, f"too few cells ({dof + 1}) for a meaningful test"
     assert p_value >= ALPHA, f"chi-square {stat:.1f} on {dof} dof, p = {p_value:.2g} < {ALPHA}"
+
+
+@pytest.mark.parametrize("proposer_name,temperature", [("forced+ngram+suffix", 1.0), ("random-one-hot", 0.7)])
+def test_mask_and_temperature_only_matches_exact_distribution(proposer_name, temperature, monkeypatch):
+    """Requests that only mask and scale, with one-hot drafts, are verified on the CPU by
+    `rejection.sampled_verify` (p and the draw over each row's allowed tokens, its own random
+    stream): the same chi-square test (N = 20,000, alpha = 0.001) through that path."""
+    import constrained_spec.speculative as speculative
+
+    calls = Counter()
+    fast = speculative.sampled_verify
+
+    def counted(*args, **kwargs):
+        calls["sampled_verify"] += 1
+        return fast(*args, **kwargs)
+
+    monkeypatch.setattr(speculative, "sampled_verify", counted)
+    grammar = list_grammar()
+    params = SamplingParams(temperature=temperature, max_tokens=6)
+    counts, sources = run_engine(proposer_name, params, grammar)
+    assert calls["sampled_verify"] > 0 and sources
+    expected = {}
+    for prompt in PROMPTS:
+        for (tokens, reason), p in exact_outcomes(TARGET, grammar, prompt, params, EOS).items():
+            expected[(tuple(prompt), tokens, reason)] = p * (N // 2)
+    impossible = [key for key in counts if key not in expected]
+    assert not impossible, f"outputs outside the grammar / support: {impossible[:5]}"
+    keys = list(expected)
+    total = sum(expected.values())
+    stat, dof, p_value = chi_square([counts.get(k, 0) for k in keys], [expected[k] / total for k in keys])
+    assert dof >= 10, f"too few cells ({dof + 1}) for a meaningful test"
+    assert p_value >= ALPHA, f"chi-square {stat:.1f} on {dof} dof, p = {p_value:.2g} < {ALPHA}"

@@ -266,7 +266,6 @@ def sampled_verify(
         k = len(x)
         table = (rows if rows.dtype in (torch.float32, torch.float64) else rows.float()).numpy()  # [k + 1, V]
         if not temperature:
-            picks = []
             for j in range(k + 1):
                 pick = _masked_argmax(table[j], packed[start + j])
                 ok = ok and pick >= 0
@@ -278,41 +277,70 @@ def sampled_verify(
             continue
         uniforms = torch.rand(k, generator=gen, dtype=torch.float32).tolist()  # [k]
         for j in range(k + 1):
-            ids = _allowed_ids(packed[start + j], table.shape[1])  # [n] ascending
-            z = table[j][ids].astype(np.float64) / temperature  # [n]
-            top = z.max(initial=-math.inf)
-            if top == -math.inf:  # nothing allowed, or every allowed logit is -inf
+            ids, weights = _allowed_weights(table[j], packed[start + j], temperature)
+            total = float(weights.sum(dtype=np.float64))
+            if not total > 0:  # nothing allowed, or every allowed logit is -inf
                 ok = False
                 emitted.append([*x[:j], -1])
                 accepted.append(j)
                 break
-            weights = np.exp(z - top)  # [n], unnormalized p over the allowed tokens
-            total = weights.sum()
             if j < k:
-                at = int(np.searchsorted(ids, x[j]))
-                held = at < ids.size and ids[at] == x[j]
+                at = x[j] if ids is None else int(np.searchsorted(ids, x[j]))
+                held = at < weights.size and (ids is None or ids[at] == x[j])
                 if held and uniforms[j] * total < weights[at]:  # u < p(x): accepted
                     continue
                 if held:  # the residual max(0, p - onehot(x)): p without x
                     weights[at] = 0.0
-            # inverse transform: the first token whose cumulative weight passes u * total (one
-            # uniform; side="right" never lands on a zero weight, u < 1 never past the end)
-            cumulative = np.cumsum(weights)  # [n]
-            u = float(torch.rand(1, generator=gen, dtype=torch.float64))
-            emitted.append([*x[:j], int(ids[int(np.searchsorted(cumulative, u * cumulative[-1], side="right"))])])
+            pick = _inverse_transform(weights, float(torch.rand(1, generator=gen, dtype=torch.float64)))
+            emitted.append([*x[:j], pick if ids is None else int(ids[pick])])
             accepted.append(j)
             break
         start += k + 1
     return emitted, accepted, ok
 
 
-def _allowed_ids(words: np.ndarray, vocab_size: int) -> np.ndarray:
-    """The token ids a packed row `words` (uint32 `[W]`) allows, ascending, below `vocab_size`
-    (int64 `[n]`); only the nonzero words are expanded."""
-    held = np.flatnonzero(words)
-    bits = np.unpackbits(words[held].view(np.uint8), bitorder="little").reshape(-1, 32).astype(bool)
-    ids = (held[:, None] * 32 + np.arange(32))[bits]
-    return ids[ids < vocab_size]
+def _allowed_weights(row: np.ndarray, words: np.ndarray, temperature: float) -> tuple[np.ndarray | None, np.ndarray]:
+    """p up to a factor over the tokens `words` (packed uint32 `[W]`) allows in the logits
+    `row` `[V]`: (their ids ascending `[n]`, exp((z - max) / T) `[n]` float64) where the mask
+    allows few words' tokens, else (None, `[V]` float32 with 0 where masked): a free-text row
+    is cheaper whole than gathered."""
+    held = np.flatnonzero(words)  # the words holding allowed tokens
+    if held.size * 4 > words.size:
+        allowed = np.unpackbits(words.view(np.uint8), bitorder="little", count=row.shape[0]).view(bool)  # [V]
+        z = np.where(allowed, row, -np.inf).astype(np.float32, copy=False)  # [V]
+        ids = None
+    else:
+        bits = np.unpackbits(words[held].view(np.uint8), bitorder="little").reshape(-1, 32).astype(bool)
+        ids = (held[:, None] * 32 + np.arange(32))[bits]
+        ids = ids[ids < row.shape[0]]  # [n]
+        z = row[ids].astype(np.float64)  # [n]
+    top = z.max(initial=-np.inf)
+    if top == -np.inf:
+        return ids, np.zeros(z.shape, dtype=z.dtype)
+    return ids, np.exp((z - top) * (1.0 / temperature))
+
+
+_BLOCK = 1024  # inverse transform in two levels past this many weights (a cumsum of all costs more)
+
+
+def _inverse_transform(weights: np.ndarray, u: float) -> int:
+    """The first index whose cumulative weight exceeds u * total (`weights` `[n]` >= 0, some
+    positive; u in [0, 1)): a draw from weights / total that never lands on a zero weight.
+    Block sums first, then one block's cumulative sum; where rounding carries the target past
+    the end, the last positive weight."""
+    starts = np.arange(0, weights.size, _BLOCK)
+    sums = np.add.reduceat(weights, starts, dtype=np.float64) if starts.size > 1 else weights.sum(dtype=np.float64, keepdims=True)
+    cumulative = np.cumsum(sums)  # [blocks]
+    target = u * cumulative[-1]
+    block = int(np.searchsorted(cumulative, target, side="right"))
+    if block >= sums.size:
+        block = int(np.flatnonzero(sums)[-1])
+    part = weights[starts[block] : starts[block] + _BLOCK]
+    inner = np.cumsum(part, dtype=np.float64)
+    at = int(np.searchsorted(inner, target - (cumulative[block - 1] if block else 0.0), side="right"))
+    if at >= part.size or part[at] <= 0:
+        at = int(np.flatnonzero(part)[-1])
+    return int(starts[block]) + at
 
 
 def _masked_argmax(row: np.ndarray, words: np.ndarray | None) -> int:

@@ -241,7 +241,7 @@ def _no_repeated_keys(compiled: CompiledGrammar, vocab: Vocabulary, spec: Any) -
         return compiled
     from .unique_keys import UniqueKeysGrammar
 
-    from .finite_keys import finite_key_sets
+    from .json_key_sets import finite_key_sets
 
     finite = finite_key_sets(spec)
     return UniqueKeysGrammar(compiled, vocab, plain_key_escapes=True, finite_keys=finite.prefixes, finite_count=finite.counts,

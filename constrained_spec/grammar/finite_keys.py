@@ -9,22 +9,16 @@ wrapped matcher is asked (accept, mask, roll back) whether some continuation of 
 leaves the used keys' trie or closes a key not used; where none does, the token is removed. The
 search follows the used keys' bytes only, one byte token a step.
 
-Which objects can run out of keys is read from the schema llguidance compiled (`finite_key_sets`):
-a closed object's pattern whose language is finite, or `propertyNames` bounding names. Where every
-such source lists its keys (json_key_order's `^(?:a|b)$`, an enum, a pattern over literals), only
-used keys among them are searched: a key llguidance offers again outside them comes from an
-unbounded source (any key, or a pattern ending in an unbounded repeat), which never dead-ends.
+Which objects can run out of keys, and which keys, is read from the schema (json_key_sets.py);
+where those keys are listed, only used keys among them are searched.
 """
 
 from __future__ import annotations
 
 import json
-import re
-import re._parser as sre_parse
 import threading
 from bisect import bisect_left
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -34,164 +28,9 @@ import torch
 from ..bitmask import count_allowed, new_bitmask
 from .vocabulary import Vocabulary, sorted_tokens
 
-__all__ = ["FiniteKeys", "KeyPrefixTables", "dead_key_tokens", "finite_key_sets", "is_dead", "key_prefix_tables", "key_target"]
+__all__ = ["KeyPrefixTables", "dead_key_tokens", "is_dead", "key_prefix_tables", "key_target"]
 
 _MAX_DEPTH = 256  # bytes searched past a prefix; deeper counts as alive (the old behaviour)
-_MAX_NAMES = 512  # keys listed from one pattern; more counts as not listable
-
-
-# ---- where keys can run out (read from the schema) ----------------------------------------------
-
-
-@dataclass(frozen=True)
-class FiniteKeys:
-    prefixes: bool = False  # some object may admit only finitely many keys llguidance offers again
-    counts: bool = False  # such an object may offer a `,` with every key used (not json_key_order's counted ones)
-    names: frozenset[str] | None = None  # every key such objects offer again; None: not listable
-
-
-def finite_key_sets(spec: Any) -> FiniteKeys:
-    """Where in `spec` (a schema as llguidance compiles it) a used key's prefix may dead-end."""
-    prefixes = counts = False
-    names: set[str] | None = set()
-    todo = [spec]
-    while todo:
-        node = todo.pop()
-        if isinstance(node, list):
-            todo += node
-        elif isinstance(node, dict):
-            bounded = node.get("propertyNames")
-            if isinstance(bounded, dict):
-                listed = _bounded_names(bounded)
-                if listed is not False:
-                    prefixes = counts = True
-                    names = None if listed is None or names is None else names | listed
-            patterns = node.get("patternProperties")
-            if node.get("additionalProperties", True) is False and isinstance(patterns, dict):
-                for pattern in patterns:
-                    finite, listed = pattern_keys(pattern)
-                    if finite:
-                        prefixes = True
-                        counts = counts or not _counted_keys(node)
-                        names = None if listed is None or names is None else names | listed
-            todo += list(node.values())
-    return FiniteKeys(prefixes, counts, frozenset(names) if prefixes and names is not None else None)
-
-
-_NAME_ANNOTATIONS = {"type", "title", "description", "$comment", "examples", "default"}
-
-
-def _bounded_names(schema: dict) -> frozenset[str] | None | bool:
-    """What a `propertyNames` schema bounds keys to: their list, None (bounded, not listable),
-    False (not bounded)."""
-    if "enum" in schema or "const" in schema:  # a superset of what the other keywords leave
-        listed = schema["enum"] if isinstance(schema.get("enum"), list) else [schema["const"]] if "const" in schema else []
-        return frozenset(v for v in listed if isinstance(v, str))
-    if set(schema) & {"maxLength", "$ref", "allOf", "anyOf", "oneOf"}:
-        return None
-    finite, listed = pattern_keys(schema.get("pattern"))
-    return listed if finite else False
-
-
-def _counted_keys(node: dict) -> bool:
-    """A closed object whose keys are its properties and exact key lists, and whose
-    maxProperties is their count (json_key_order's closed objects): it offers no `,` once full."""
-    from .json_key_order import exact_keys  # noqa: PLC0415
-
-    keys = set(node.get("properties", {}) if isinstance(node.get("properties"), dict) else {})
-    for pattern in node.get("patternProperties", {}):
-        listed = exact_keys(pattern)
-        if listed is None:
-            return False
-        keys |= set(listed)
-    return node.get("maxProperties") == len(keys)
-
-
-@lru_cache(maxsize=1024)
-def pattern_keys(pattern: Any) -> tuple[bool, frozenset[str] | None]:
-    """Whether the keys a `patternProperties` pattern matches can run out, and then their list
-    (None where it cannot be read off: counted finite, searched as before). Unanchored, or
-    ending in an unbounded repeat (`[a-z]*$`, `([^.]+)$`): every matching key grows into
-    another, so none dead-ends."""
-    from .json_key_order import exact_keys  # noqa: PLC0415
-
-    if not isinstance(pattern, str) or not pattern.startswith("^") or not pattern.endswith("$") or pattern.endswith("\\$"):
-        return False, None
-    listed = exact_keys(pattern)
-    if listed is not None:
-        return True, frozenset(listed)
-    try:
-        parsed = sre_parse.parse(pattern)
-    except (re.error, RecursionError, OverflowError):
-        return True, None
-    items = list(parsed)
-    if parsed.state.flags & ~re.UNICODE or items[:1] != [(sre_parse.AT, sre_parse.AT_BEGINNING)] or items[-1:] != [(sre_parse.AT, sre_parse.AT_END)]:
-        return True, None
-    items = items[1:-1]
-    if _grows(items):
-        return False, None
-    strings = _language(items)
-    return True, None if strings is None else frozenset(strings)
-
-
-def _grows(items: list) -> bool:
-    """Whether a pattern body (sre items, anchors removed) ends in an unbounded repeat of
-    something non-empty, outside any alternation: a matching key extended by it matches again."""
-    if not items:
-        return False
-    op, arg = items[-1]
-    if op in (sre_parse.MAX_REPEAT, sre_parse.MIN_REPEAT):
-        return arg[1] == sre_parse.MAXREPEAT and arg[2].getwidth()[1] > 0
-    if op is sre_parse.SUBPATTERN and not arg[1] and not arg[2]:
-        return _grows(list(arg[3]))
-    return False
-
-
-def _language(items: list) -> set[str] | None:
-    """Every string a pattern body of literals, classes, groups, alternations and bounded
-    repeats matches; None for anything else or past _MAX_NAMES strings."""
-    out = {""}
-    for op, arg in items:
-        if op is sre_parse.LITERAL:
-            options = {chr(arg)}
-        elif op is sre_parse.IN:
-            options = set()
-            for kind, value in arg:
-                if kind is sre_parse.LITERAL:
-                    options.add(chr(value))
-                elif kind is sre_parse.RANGE and value[1] - value[0] < _MAX_NAMES:
-                    options |= {chr(c) for c in range(value[0], value[1] + 1)}
-                else:
-                    return None
-        elif op is sre_parse.BRANCH:
-            options = set()
-            for alternative in arg[1]:
-                more = _language(list(alternative))
-                if more is None:
-                    return None
-                options |= more
-        elif op is sre_parse.SUBPATTERN and not arg[1] and not arg[2]:
-            options = _language(list(arg[3]))
-        elif op in (sre_parse.MAX_REPEAT, sre_parse.MIN_REPEAT) and arg[1] <= 16:
-            body = _language(list(arg[2]))
-            if body is None:
-                return None
-            options, power = set(), {""}
-            for count in range(arg[1] + 1):
-                if count >= arg[0]:
-                    options |= power
-                if count < arg[1]:
-                    power = {a + b for a in power for b in body}
-                    if len(power) > _MAX_NAMES:
-                        return None
-        else:
-            return None
-        if options is None:
-            return None
-        out = {a + b for a in out for b in options}
-        if len(out) > _MAX_NAMES:
-            return None
-    return out
 
 
 class KeyPrefixTables:

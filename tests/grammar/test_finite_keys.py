@@ -131,14 +131,14 @@ MIXED = {"type": "object", "additionalProperties": False,  # a listed pattern ne
     ("^(?i)ab$", (True, None)),  # flags: not listed
 ])
 def test_which_patterns_can_run_out(pattern, expected):
-    from constrained_spec.grammar.finite_keys import pattern_keys
+    from constrained_spec.grammar.json_key_sets import pattern_keys
 
     finite, names = pattern_keys(pattern)
     assert (finite, None if names is None else set(names)) == expected
 
 
 def test_finite_key_sets_lists_the_keys_that_can_run_out():
-    from constrained_spec.grammar.finite_keys import finite_key_sets
+    from constrained_spec.grammar.json_key_sets import finite_key_sets
 
     assert finite_key_sets(MIXED).names == {"ab", "b"}
     assert finite_key_sets({"properties": {"p": PATTERNED, "n": NAMED}}).names == {"ab", "b", "abc", "x", "xy"}

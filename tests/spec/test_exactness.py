@@ -98,13 +98,19 @@ def test_speculative_matches_exact_distribution(proposer_name, temperature):
     params = SamplingParams(temperature=temperature, top_k=6, top_p=0.95, repetition_penalty=1.3, max_tokens=6)
     counts, sources = run_engine(proposer_name, params, grammar)
     assert sources and all(n > N // 20 for n in sources.values()), f"some proposer barely drafted: {dict(sources)}"
+    assert any(reason == "length" for _, _, reason in counts), "test premise: some outputs hit max_tokens"
+    assert_exact(counts, grammar, params)
+
+
+def assert_exact(counts: Counter, grammar, params: SamplingParams) -> None:
+    """Every outcome possible, and the counts of both prompts' outcomes (N // 2 each) pass
+    Pearson's chi-square against the enumerated distribution at ALPHA."""
     expected = {}
     for prompt in PROMPTS:
         for (tokens, reason), p in exact_outcomes(TARGET, grammar, prompt, params, EOS).items():
             expected[(tuple(prompt), tokens, reason)] = p * (N // 2)
     impossible = [key for key in counts if key not in expected]
     assert not impossible, f"outputs outside the grammar / support: {impossible[:5]}"
-    assert any(reason == "length" for _, _, reason in counts), "test premise: some outputs hit max_tokens"
     keys = list(expected)  # both prompts' outcomes: expected counts sum to N
     total = sum(expected.values())
     stat, dof, p_value = chi_square([counts.get(k, 0) for k in keys], [expected[k] / total for k in keys])
@@ -131,14 +137,4 @@ def test_mask_and_temperature_only_matches_exact_distribution(proposer_name, tem
     params = SamplingParams(temperature=temperature, max_tokens=6)
     counts, sources = run_engine(proposer_name, params, grammar)
     assert calls["sampled_verify"] > 0 and sources
-    expected = {}
-    for prompt in PROMPTS:
-        for (tokens, reason), p in exact_outcomes(TARGET, grammar, prompt, params, EOS).items():
-            expected[(tuple(prompt), tokens, reason)] = p * (N // 2)
-    impossible = [key for key in counts if key not in expected]
-    assert not impossible, f"outputs outside the grammar / support: {impossible[:5]}"
-    keys = list(expected)
-    total = sum(expected.values())
-    stat, dof, p_value = chi_square([counts.get(k, 0) for k in keys], [expected[k] / total for k in keys])
-    assert dof >= 10, f"too few cells ({dof + 1}) for a meaningful test"
-    assert p_value >= ALPHA, f"chi-square {stat:.1f} on {dof} dof, p = {p_value:.2g} < {ALPHA}"
+    assert_exact(counts, grammar, params)

@@ -349,6 +349,9 @@ class _Translator:
         # properties then apply too): one required property whose const/enum values never overlap
         if not any(k is not None and k <= {"object"} for k in (ka, kb)):
             return False
+        for (one, kind), other in (((a, ka), b), ((b, kb), a)):  # one requires a key the other forbids
+            if kind is not None and kind <= {"object"} and any(_forbids_key(other, name) for name in _required(one)):
+                return True
         for name in set(a.get("required", [])) & set(b.get("required", [])):
             va, vb = (_const_keys(self.deref(o.get("properties", {}).get(name))) for o in (a, b))
             if va is not None and vb is not None and not va & vb:
@@ -1128,3 +1131,27 @@ def _object_failures(part: dict) -> list[dict] | None:
         elif sub is not True:
             ways.append({"properties": {name: {"not": sub}}, "required": [name]})
     return ways if len(ways) <= MAX_OBJECT_FAILURES else None
+
+
+def _required(schema: dict) -> list[str]:
+    """The keys `schema` itself requires (a list of strings, else none)."""
+    required = schema.get("required")
+    return [k for k in required if isinstance(k, str)] if isinstance(required, list) else []
+
+
+def _forbids_key(schema: dict, name: str) -> bool:
+    """Conservative: no object with key `name` matches `schema` (its own keywords: the key's
+    schema is `false`, or the object is closed without declaring or patterning the key)."""
+    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    if name in properties:
+        return properties[name] is False
+    if schema.get("additionalProperties") is not False:
+        return False
+    for pattern in schema.get("patternProperties") or {}:
+        try:
+            if re.search(pattern, name):
+                return False
+        except (re.error, TypeError):
+            return False  # a pattern Python cannot read may match
+    return True
+

@@ -114,6 +114,11 @@ CASES = [
         {"type": "object", "properties": {"k": {"const": "a"}, "x": {"type": "integer"}}, "required": ["k"], "additionalProperties": False},
         {"type": "object", "properties": {"k": {"const": "b"}, "y": {"type": "string"}}, "required": ["k"], "additionalProperties": False}]},
      [{"k": "a", "x": 1}, {"k": "b", "y": "s"}], [{"k": "a", "y": "s"}, {"k": "c"}]),
+    # disjoint because each branch requires a key the other (closed) forbids
+    ("oneOf-required-key-forbidden", {"oneOf": [
+        {"type": "object", "properties": {"record": {"type": "string"}, "expr": {}}, "required": ["record"], "additionalProperties": False},
+        {"type": "object", "properties": {"alert": {"type": "string"}, "expr": {}}, "required": ["alert"], "additionalProperties": False}]},
+     [{"record": "a"}, {"alert": "b", "expr": 1}], [{"record": "a", "alert": "b"}, {}, {"expr": 1}]),
     ("not-type", {"type": ["integer", "string", "null"], "not": {"type": "string"}}, [1, None], [Raw('"x"')]),
     ("not-required", {"type": "object", "properties": {"a": {"type": "integer"}}, "not": {"required": ["b"]}},
      [{}, {"a": 1}, {"a": 1, "c": 2}], [{"b": 1}, {"a": 1, "b": 1}]),
@@ -175,6 +180,25 @@ def test_keyword_matches_jsonschema(name, schema, valid, invalid):
         text = _text(instance)
         assert _valid(schema, text) == expected, f"test case is wrong about {text!r}"
         assert _walk(compiled, schema, text) == expected, f"{name}: matcher {'rejects' if expected else 'accepts'} {text!r}"
+
+
+def test_branches_requiring_a_key_the_other_forbids_are_disjoint():
+    """Such a oneOf is an anyOf: llguidance (the default backend) takes it instead of refusing
+    (SchemaStore's prometheus.rules: recording vs alerting rules), and it still means oneOf."""
+    from constrained_spec.grammar.json_schema import _Translator
+
+    name, schema, valid, invalid = next(c for c in CASES if c[0] == "oneOf-required-key-forbidden")
+    checks = _Translator(schema, "compact")
+    assert checks.disjoint(schema["oneOf"])
+    patterned = [{"type": "object", "required": ["x-a"]},  # a near miss: the closed branch admits x-a by a pattern
+                 {"type": "object", "patternProperties": {"^x-": {}}, "additionalProperties": False}]
+    assert not checks.disjoint(patterned)
+    compiled = compile_json_schema(schema, BYTES)
+    while hasattr(compiled, "inner"):
+        compiled = compiled.inner
+    assert type(compiled).__name__ == "LLGuidanceGrammar"
+    for instance, expected in [(v, True) for v in valid] + [(v, False) for v in invalid]:
+        assert _walk(compile_json_schema(schema, BYTES), schema, _text(instance)) == expected
 
 
 def test_reproducer_on_the_real_tokenizer(smollm2_tokenizer, smollm2_vocab):

@@ -227,17 +227,29 @@ def greedy_verify(
     packed = None if bitmask is None else bitmask.numpy().view(np.uint32)  # [D + B, W]
     emitted, accepted, ok, start = [], [], True, 0
     for rows, x in zip(logits, drafts):
-        k = len(x)
-        table = (rows if rows.dtype in (torch.float32, torch.float64) else rows.float()).numpy()  # [k + 1, V]
-        for j in range(k + 1):
-            pick = _masked_argmax(table[j], None if packed is None else packed[start + j])
-            ok = ok and pick >= 0  # a row with nothing allowed (or only -inf)
-            if j == k or x[j] != pick:
-                emitted.append([*x[:j], pick])
-                accepted.append(j)
-                break
-        start += k + 1
+        tokens, j = _greedy_request(_as_table(rows), None if packed is None else packed[start : start + len(x) + 1], x)
+        ok = ok and tokens[-1] >= 0  # a row with nothing allowed (or only -inf)
+        emitted.append(tokens)
+        accepted.append(j)
+        start += len(x) + 1
     return emitted, accepted, ok
+
+
+def _as_table(rows: torch.Tensor) -> np.ndarray:
+    """A request's CPU logits rows `[k + 1, V]` as numpy (float32 or float64)."""
+    return (rows if rows.dtype in (torch.float32, torch.float64) else rows.float()).numpy()
+
+
+def _greedy_request(table: np.ndarray, words: np.ndarray | None, x: Sequence[int]) -> tuple[list[int], int]:
+    """The greedy rule on one request's rows `table` `[k + 1, V]` (packed masks `words`
+    `[k + 1, W]` or None) and drafts `x`: rows read in order up to the first draft that is not
+    the masked argmax. Returns (emitted tokens, accepted drafts); the last token is -1 where its
+    row allows nothing."""
+    for j in range(len(x) + 1):
+        pick = _masked_argmax(table[j], None if words is None else words[j])
+        if j == len(x) or x[j] != pick:
+            return [*x[:j], pick], j
+    raise AssertionError("unreachable: the bonus row always emits")
 
 
 def sampled_verify(
@@ -264,15 +276,12 @@ def sampled_verify(
     emitted, accepted, ok, start = [], [], True, 0
     for rows, x, temperature, gen in zip(logits, drafts, temperatures, generators):
         k = len(x)
-        table = (rows if rows.dtype in (torch.float32, torch.float64) else rows.float()).numpy()  # [k + 1, V]
+        table = _as_table(rows)  # [k + 1, V]
         if not temperature:
-            for j in range(k + 1):
-                pick = _masked_argmax(table[j], packed[start + j])
-                ok = ok and pick >= 0
-                if j == k or x[j] != pick:
-                    emitted.append([*x[:j], pick])
-                    accepted.append(j)
-                    break
+            tokens, j = _greedy_request(table, packed[start : start + k + 1], x)
+            ok = ok and tokens[-1] >= 0
+            emitted.append(tokens)
+            accepted.append(j)
             start += k + 1
             continue
         uniforms = torch.rand(k, generator=gen, dtype=torch.float32).tolist()  # [k]
@@ -310,9 +319,7 @@ def _allowed_weights(row: np.ndarray, words: np.ndarray, temperature: float) -> 
         z = np.where(allowed, row, -np.inf).astype(np.float32, copy=False)  # [V]
         ids = None
     else:
-        bits = np.unpackbits(words[held].view(np.uint8), bitorder="little").reshape(-1, 32).astype(bool)
-        ids = (held[:, None] * 32 + np.arange(32))[bits]
-        ids = ids[ids < row.shape[0]]  # [n]
+        ids = _ids_in(words, held, row.shape[0])  # [n]
         z = row[ids].astype(np.float64)  # [n]
     top = z.max(initial=-np.inf)
     if top == -np.inf:
@@ -357,10 +364,16 @@ def _masked_argmax(row: np.ndarray, words: np.ndarray | None) -> int:
             pick = int(row.argmax())
             if pick < words.shape[0] * 32 and (int(words[pick >> 5]) >> (pick & 31)) & 1:
                 return pick if row[pick] > -math.inf else -1
-        bits = np.unpackbits(words[held].view(np.uint8), bitorder="little").reshape(-1, 32).astype(bool)
-        allowed = (held[:, None] * 32 + np.arange(32))[bits]  # ascending
-        allowed = allowed[allowed < row.shape[0]]
+        allowed = _ids_in(words, held, row.shape[0])
         if not allowed.size:
             return -1
         pick = int(allowed[row[allowed].argmax()])  # the first maximum among the allowed
     return pick if row[pick] > -math.inf else -1
+
+
+def _ids_in(words: np.ndarray, held: np.ndarray, size: int) -> np.ndarray:
+    """The token ids below `size` that the packed row `words` (uint32 `[W]`) allows, ascending,
+    expanding only the words `held` (its nonzero ones) `[n]`."""
+    bits = np.unpackbits(words[held].view(np.uint8), bitorder="little").reshape(-1, 32).astype(bool)
+    ids = (held[:, None] * 32 + np.arange(32))[bits]
+    return ids[ids < size]

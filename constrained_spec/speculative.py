@@ -364,20 +364,19 @@ class Engine:
         use_kernel = self.kernel == "triton" or (self.kernel == "auto" and device.type == "cuda")
         counts = [len(p.draft) for p in plans]
         bitmask = self._step_bitmask(plans, vocab, device)  # [D + B, W] or None
-        if device.type == "cpu" and not use_kernel and all(r.params.greedy and _kernel_only(r.params) and r.top_logprobs is None for r in active):
+        fast = None
+        mask_only = device.type == "cpu" and all(_kernel_only(r.params) and r.top_logprobs is None for r in active)
+        if mask_only and not use_kernel and all(r.params.greedy for r in active):
             # T = 0, mask only: the masked argmax read from the raw rows, up to the first
             # rejection (the same tokens as the processed rows give, ~1 ms less per step)
-            emitted, accepted, ok = greedy_verify(logits, bitmask, [p.draft.token_ids for p in plans])
-            if not ok:
-                raise ValueError("a row has no allowed token: the grammar mask (or vocabulary limit) forbids every token")
-            return emitted, accepted, None, False
-        if (device.type == "cpu" and self.kernel == "auto" and bitmask is not None and all(p.draft.probs is None for p in plans)
-                and all(_kernel_only(r.params) and r.top_logprobs is None for r in active)):
+            fast = greedy_verify(logits, bitmask, [p.draft.token_ids for p in plans])
+        elif mask_only and self.kernel == "auto" and bitmask is not None and all(p.draft.probs is None for p in plans):
             # sampled, mask and temperature only, one-hot drafts: p over each row's allowed
-            # tokens only, noise for those only (no V-wide pass; its own random stream)
-            emitted, accepted, ok = sampled_verify(logits, bitmask, [p.draft.token_ids for p in plans],
-                                                   [0.0 if r.params.greedy else r.params.temperature for r in active],
-                                                   [r.verify_gen for r in active])
+            # tokens only, one uniform for the draw (no V-wide pass; its own random stream)
+            fast = sampled_verify(logits, bitmask, [p.draft.token_ids for p in plans],
+                                  [0.0 if r.params.greedy else r.params.temperature for r in active], [r.verify_gen for r in active])
+        if fast is not None:
+            emitted, accepted, ok = fast
             if not ok:
                 raise ValueError("a row has no allowed token: the grammar mask (or vocabulary limit) forbids every token")
             return emitted, accepted, None, False

@@ -248,9 +248,7 @@ def _guessed(inner: Any, tables: KeyPrefixTables, lead: list[int], used: list[by
             continue
         steps = lead + [tables.single[b] for b in raw[len(prefix):]] + [tables.quote]
         if min(steps) >= 0 and inner.validate_tokens(steps) == len(steps):
-            if len(witnesses) > 1024:
-                witnesses.clear()
-            witnesses[level, prefix] = raw + b'"'
+            _remember(witnesses, level, prefix, raw + b'"')
             return True
         tries += 1
         if tries == _GUESSES:
@@ -261,9 +259,15 @@ def _guessed(inner: Any, tables: KeyPrefixTables, lead: list[int], used: list[by
 def _keep_witness(memo: dict, witnesses: dict, level: int, prefix: bytes) -> None:
     found = memo.pop(_FOUND, None)
     if found is not None and found.startswith(prefix):
-        if len(witnesses) > 1024:
-            witnesses.clear()
-        witnesses[level, prefix] = found
+        _remember(witnesses, level, prefix, found)
+
+
+def _remember(witnesses: dict, level: int, prefix: bytes, found: bytes) -> None:
+    """Keep `found` (a live key, its `"` where closed) as the witness at this depth and prefix;
+    the dict is bounded (cleared past 1,024 entries)."""
+    if len(witnesses) > 1024:
+        witnesses.clear()
+    witnesses[level, prefix] = found
 
 
 @lru_cache(maxsize=4096)

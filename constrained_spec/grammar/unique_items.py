@@ -521,15 +521,14 @@ class UniqueItemsMatcher:
         and those that close the string and go on to more structure."""
         tables = self._grammar.tables
         found: set[int] = set()
-        structural = False
-        # the tokens that can complete an open object or array item (from inside a string: close it first)
-        completing = tables.quoted_brackets if state.in_string else tables.brackets
+        structural = False  # every allowed token holding `" , ] }` may matter
+        completing = False  # those that can complete an open object or array item
         for frame in state.stack:  # the first item of a finite domain: a token may end it and start a forced repeat
             if frame.unique and not frame.done and frame.start >= 0 and not frame.open_ended:
                 if frame is state.stack[-1]:
                     structural = True
                 else:  # the item is an open object or array: only a token with `}` or `]` can end it
-                    found |= set(_allowed(words, completing).tolist())
+                    completing = True
         for frame in self._open_items(state):
             item = bytes(self._text[frame.start:]) if frame.start >= 0 else b""
             earlier = [bytes(self._text[s:e]) for _, s, e in frame.done]
@@ -552,7 +551,7 @@ class UniqueItemsMatcher:
             if frame is not state.stack[-1] and not any(e.startswith(item) for e in earlier):
                 # an open object or array unlike every earlier item's text: it can only become
                 # a repeat (keys in another order) where a token completes it, with a `}` or `]`
-                found |= set(_allowed(words, completing).tolist())
+                completing = True
                 continue
             structural = True
             if frame.open_ended:
@@ -566,6 +565,8 @@ class UniqueItemsMatcher:
                     found |= {i for i in self._along(e[len(item):]) if (words[i >> 5] >> (i & 31)) & 1}
         if structural:
             found |= set(_allowed(words, tables.structural).tolist())
+        elif completing:  # (from inside a string a token must close it first)
+            found |= set(_allowed(words, tables.quoted_brackets if state.in_string else tables.brackets).tolist())
         return found
 
     def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:

@@ -11,10 +11,14 @@ in an unbounded repeat), which never dead-ends.
 from __future__ import annotations
 
 import re
-import re._parser as sre_parse
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
+
+try:  # CPython's own regex parser (private: checked once at run time, see _parser_reads_as_expected)
+    import re._parser as sre_parse
+except ImportError:  # pragma: no cover (a Python without it: every finite pattern counts as unlisted)
+    sre_parse = None
 
 __all__ = ["FiniteKeys", "finite_key_sets", "pattern_keys"]
 
@@ -95,10 +99,31 @@ def pattern_keys(pattern: Any) -> tuple[bool, frozenset[str] | None]:
     listed = exact_keys(pattern)
     if listed is not None:
         return True, frozenset(listed)
+    if not _parser_reads_as_expected():
+        return True, None  # searched as before: never fewer checks than needed
     try:
-        parsed = sre_parse.parse(pattern)
-    except (re.error, RecursionError, OverflowError):
+        return _parsed_keys(pattern)
+    except (re.error, RecursionError, OverflowError, AttributeError, TypeError, ValueError, IndexError):
         return True, None
+
+
+@lru_cache(maxsize=1)
+def _parser_reads_as_expected() -> bool:
+    """Whether sre_parse (private to CPython) still reads patterns as this module expects: on
+    known patterns, the answers worked out by hand. Otherwise finite patterns are never listed
+    nor called growing (the full search, as before this module)."""
+    if sre_parse is None:
+        return False
+    try:
+        return (_parsed_keys("^[a-z_][a-z0-9]*$") == (False, None) and _parsed_keys("^(ab|c[de])$") == (True, frozenset({"ab", "cd", "ce"}))
+                and _parsed_keys("^v[0-9]{1,2}x?$")[1] == frozenset(f"v{n}{x}" for n in [*map(str, range(10)), *(f"{i:02d}" for i in range(100))]
+                                                                      for x in ("", "x")))
+    except Exception:  # noqa: BLE001 (any change of shape means: do not rely on it)
+        return False
+
+
+def _parsed_keys(pattern: str) -> tuple[bool, frozenset[str] | None]:
+    parsed = sre_parse.parse(pattern)
     items = list(parsed)
     if parsed.state.flags & ~re.UNICODE or items[:1] != [(sre_parse.AT, sre_parse.AT_BEGINNING)] or items[-1:] != [(sre_parse.AT, sre_parse.AT_END)]:
         return True, None

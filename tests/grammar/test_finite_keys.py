@@ -207,3 +207,20 @@ def test_listed_names_mask_as_searching_every_key_on_corpus_instances(name, smol
         if instance["valid"]:
             compared += _same_masks_along(twins, smollm2_vocab, smollm2_tokenizer.encode(instance["text"], add_special_tokens=False))
     assert compared > 50
+
+
+def test_pattern_reading_checks_itself(monkeypatch):
+    """json_key_sets reads patterns with CPython's private regex parser: it checks that parser
+    once on known patterns (true on the Pythons we support), and where the check fails every
+    finite-looking pattern counts as finite and unlisted (the full search: never fewer checks)."""
+    from constrained_spec.grammar import json_key_sets
+
+    assert json_key_sets._parser_reads_as_expected()
+    monkeypatch.setattr(json_key_sets, "_parser_reads_as_expected", lambda: False)
+    json_key_sets.pattern_keys.cache_clear()
+    try:
+        assert json_key_sets.pattern_keys("^[a-z]+$") == (True, None)
+        assert json_key_sets.pattern_keys("^(foo|bar)$") == (True, None)
+        assert json_key_sets.pattern_keys("^(?:ab|b)$") == (True, frozenset({"ab", "b"}))  # exact lists need no parser
+    finally:
+        json_key_sets.pattern_keys.cache_clear()

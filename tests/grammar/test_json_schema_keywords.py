@@ -325,3 +325,44 @@ def test_lark_expansion_refused_by_name():
     assert _walk(compile_json_schema(small, BYTES, backend="native"), small, '{"p1":{"p0":{}}}')
     with pytest.raises(GrammarTooLarge, match="more than 20,000 alternatives"):
         compile_json_schema(big, BYTES, backend="native")
+
+
+def test_generated_object_oneofs_never_accept_invalid_objects():
+    """Differential on generated inputs for the oneOf disjointness checks (`_Translator.apart`,
+    including "a key one branch requires, the other forbids": a wrong "disjoint" makes oneOf an
+    anyOf, which accepts objects matching both branches). Hypothesis builds oneOf schemas of two
+    object branches over keys a, b, c (declared or not, required or not, closed, open or
+    patterned); every object over those keys with values 1 / "s" is walked through the default
+    backend: whatever is accepted (and every prefix where EOS is allowed) must be valid per
+    jsonschema. 60 examples, derandomized (fixed seed); a refusal (GrammarError) is allowed.
+    (Valid objects refused here are a known gap of overlapping oneOf over open objects, see
+    the README's refusals; this test holds soundness.)"""
+    import itertools
+
+    from hypothesis import Phase, given, settings
+    from hypothesis import strategies as st
+
+    keys = ["a", "b", "c"]
+    value = st.sampled_from([{}, {"type": "integer"}, {"type": "string"}, {"const": 1}, False])
+    branch = st.builds(
+        lambda props, required, closing: {"type": "object", "properties": dict(sorted(props.items())), "required": required, **closing},
+        st.dictionaries(st.sampled_from(keys), value, max_size=3),
+        st.lists(st.sampled_from(keys), unique=True, max_size=2),
+        st.sampled_from([{}, {"additionalProperties": False}, {"additionalProperties": False, "patternProperties": {"^c": {}}}]),
+    )
+    instances = [dict(zip(chosen, values)) for n in range(4) for chosen in itertools.combinations(keys, n)
+                 for values in itertools.product([1, "s"], repeat=n)]
+
+    @settings(max_examples=60, derandomize=True, deadline=None, database=None, phases=[Phase.generate])
+    @given(st.lists(branch, min_size=2, max_size=2))
+    def check(branches):
+        schema = {"oneOf": branches}
+        try:
+            compiled = compile_json_schema(schema, BYTES)
+        except GrammarError:
+            return
+        for instance in instances:
+            text = _text(instance)
+            assert _valid(schema, text) or not _walk(compiled, schema, text), f"{json.dumps(schema)}: accepts invalid {text}"
+
+    check()

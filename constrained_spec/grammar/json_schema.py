@@ -146,8 +146,16 @@ class _Translator:
         local = self.ref_name(ref, path)
         name = self.document + local
         if name not in self.defs:
+            before = set(self.defs)
             self.defs[name] = EMPTY  # placeholder: a cycle sees Ref(name)
-            self.defs[name] = self.node(self.resolve(ref, path), local[1:])
+            try:
+                self.defs[name] = self.node(self.resolve(ref, path), local[1:])
+            except GrammarError:
+                # the placeholder (it matches the empty text) and every rule built on it go: a
+                # later reference from a branch that survives builds them again, or fails again
+                for added in set(self.defs) - before:
+                    del self.defs[added]
+                raise
         return Ref(name)
 
     def ref_name(self, ref: Any, path: str) -> str:

@@ -127,6 +127,12 @@ CASES = [
     ("ref-recursive-tree", {"$defs": {"n": {"type": "object", "properties": {"c": {"type": "array", "items": {"$ref": "#/$defs/n"}}},
                                             "additionalProperties": False}}, "$ref": "#/$defs/n"},
      [{}, {"c": []}, {"c": [{"c": [{}]}]}], [{"c": [1]}, {"c": {}}]),
+    # a definition no value matches, referenced by a branch that drops and again by one that
+    # survives: the second reference must not see the first's placeholder (the empty text)
+    ("ref-empty-definition-twice", {"anyOf": [{"$ref": "#/$defs/x"}, {"type": "object", "properties": {"a": {"$ref": "#/$defs/x"}},
+                                                                    "additionalProperties": False}],
+                                    "$defs": {"x": {"type": "string", "minLength": 5, "maxLength": 2}}},
+     [{}], [Raw('{"a":}'), {"a": "abc"}, "abcdef"]),
     ("ref-anchor", {"$defs": {"pos": {"$anchor": "positive", "type": "integer", "minimum": 1}}, "$ref": "#positive"}, [1, 9], [0]),
     ("pattern-with-lengths", {"type": "string", "pattern": "^[a-z]+$", "minLength": 2, "maxLength": 3},
      ["ab", "abc"], ["a", "abcd", "aB", ""]),

@@ -200,12 +200,15 @@ def _merge_two(a: dict, b: dict, path: str) -> dict:
 
 
 def enum_values(s: Any) -> list | None:
-    """The values `s` lists by `const` (one) or `enum`; None where it lists none."""
+    """The values `s` lists by `const` (one) or `enum` (both: the const where the enum lists it);
+    None where it lists none."""
     if not isinstance(s, dict):
         return None
-    if "const" in s:
-        return [s["const"]]
     values = s.get("enum")
+    if "const" in s:
+        if isinstance(values, list) and canonical_or_none(s["const"]) not in {canonical_or_none(v) for v in values}:
+            return []
+        return [s["const"]]
     return values if isinstance(values, list) else None
 
 

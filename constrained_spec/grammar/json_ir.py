@@ -10,7 +10,7 @@ Regex fragments use only syntax that both Rust's regex crate and Python's `re` r
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .protocol import GrammarError
 from .regex_backend import regex_escape
@@ -120,6 +120,7 @@ class Grammar:
     root: Node
     defs: dict[str, Node]
     free_extras: bool = True  # False: the translator left out free-form undeclared keys (logged)
+    narrowed: dict[str, str] = field(default_factory=dict)  # JSON pointer -> how generation is narrower there (logged)
 
     # ---- regex ----
     def to_regex(self) -> str:

@@ -5,7 +5,9 @@ canonical numbers, declared properties in schema order (undeclared ones, where a
 or after them). `additionalProperties` absent means "any other key" (the JSON-schema meaning;
 those free-form values are generated as scalars); `closed_objects=True` closes every object. Unknown keywords and annotations constrain nothing and
 are ignored (listed once on the `logging` log); `strict=True` refuses unknown ones. Anything we
-cannot express exactly raises GrammarError naming the keyword and its JSON pointer.
+cannot express exactly raises GrammarError naming the keyword and its JSON pointer; the one
+exception is an overlapping oneOf, whose branches exclude each other as far as the ways to fail
+the others can be built (narrower, logged: nothing valid by two branches is generated).
 """
 
 from __future__ import annotations
@@ -40,6 +42,12 @@ EXTRA_DEPTH = 0  # values of undeclared keys nest at most this many containers d
 ESCAPED_BOUNDED_STRING = 8
 MAX_BOUNDED_STRING = 256
 MAX_OBJECT_FAILURES = 8  # ways to fail a negated object schema (each one branch of an anyOf)
+# schema nodes built inside overlapping oneOfs (ways to fail the other branches nest, and each
+# nested way is built): past this many the schema is refused. ~14,000 a second here; SchemaStore's
+# bundleconfig takes 4,168, utam-page-object would take 690,000 (49 s)
+MAX_EXCLUSION_NODES = 20_000
+ONE_OF_NARROWED = ("a value valid by one branch is generated only where it fails every other branch in a way expressible exactly "
+                   "(some are not generated; none valid by two branches is)")
 MAX_DEPTH = 3000  # JSON nesting of a schema document we accept (a schema level is ~3 JSON levels)
 _RECURSION_LIMIT = 30_000  # translating recurses ~10 frames per level; Python frames are cheap in 3.11+
 
@@ -71,6 +79,10 @@ class _Empty(GrammarError):
     """No value can match the schema at this point (an anyOf branch may still be dropped)."""
 
 
+class _TooManyWays(GrammarError):
+    """Overlapping oneOfs took more than MAX_EXCLUSION_NODES nodes: refused, not narrowed."""
+
+
 class _Translator:
     def __init__(self, root: Any, whitespace: str, strict: bool = False, closed_objects: bool = False) -> None:
         if whitespace not in WHITESPACE_MODES:
@@ -91,6 +103,8 @@ class _Translator:
         self.free_extras = True  # undeclared keys where additionalProperties is absent / true
         self.unique_items: list[str] | None = None  # a list: uniqueItems left to the caller, pointers here
         self.document = ""  # prefixes definition names, so several documents share one `defs`
+        self.exclusions: list[str] = []  # pointers of the overlapping oneOfs being built (innermost last)
+        self.exclusion_nodes = 0  # nodes built inside them (bounded by MAX_EXCLUSION_NODES)
 
     # ---- entry points ----
     def grammar(self, schema: Any) -> Grammar:
@@ -101,7 +115,7 @@ class _Translator:
         if self.narrowed:
             logger.info("JSON schema: generation is narrower than validation at %s",
                         "; ".join(f"{k}: {v}" for k, v in self.narrowed.items()))
-        return Grammar(seq(self.ws, root, self.ws) if self.flexible else root, self.defs, self.free_extras)
+        return Grammar(seq(self.ws, root, self.ws) if self.flexible else root, self.defs, self.free_extras, dict(self.narrowed))
 
     def any_value(self, depth: int | None = None) -> Node:
         """Any JSON value: with depth=None unbounded (a recursive rule: the Lark path), else nested
@@ -129,6 +143,12 @@ class _Translator:
 
     # ---- schema nodes ----
     def node(self, schema: Any, path: str) -> Node:
+        if self.exclusions:
+            self.exclusion_nodes += 1
+            if self.exclusion_nodes > MAX_EXCLUSION_NODES:
+                raise _TooManyWays(f"oneOf at {self.exclusions[0]}: branches may overlap, and writing each as 'this one and no other' "
+                                   f"takes more than {MAX_EXCLUSION_NODES:,} schema nodes; use anyOf, distinct types, or a const/enum "
+                                   "discriminator property")
         if schema is True:
             return self.any_value()
         if schema is False:
@@ -220,9 +240,19 @@ class _Translator:
         if "allOf" in s or "anyOf" in s or "oneOf" in s:
             return self.combinator(s, path)
         if "not" in s:
-            s = self.negate(s, path)
+            try:
+                s = self.negate(s, path)
+            except (_Empty, _TooManyWays):
+                raise
+            except GrammarError as exc:
+                if not self.exclusions:
+                    raise
+                self.narrow_exclusion()  # no way to fail it is expressible: this part generates nothing
+                raise _Empty(str(exc)) from None
             if not isinstance(s, dict):  # every value but some: built already
                 return s
+            if "anyOf" in s and self.exclusions:
+                return self.expressible_ways(s["anyOf"], path)
             if "anyOf" in s:  # one branch per way to fail the negated schema
                 try:
                     return self.node(s, path)
@@ -292,21 +322,54 @@ class _Translator:
         if key == "oneOf" and len(options) > 1:
             options, negated = self.exclusive(options, where)
         nodes, empty = [], None
-        for i, option in enumerate(options):
-            if option is False:
-                continue
-            branch = option if not rest else {"allOf": [rest, option]}
-            try:
-                nodes.append(self.node(branch, pointer(where, i)))
-            except _Empty as exc:
-                empty = exc
-            except GrammarError as exc:
-                if not negated:
-                    raise
-                raise GrammarError(f"oneOf at {where}: branches may overlap, so 'exactly one' is not expressible "
-                                   f"({exc}); use anyOf, distinct types, or a const/enum discriminator property") from None
+        overlap = f"oneOf at {where}: branches may overlap, so 'exactly one' is not expressible"
+        narrowed_before = len(self.narrowed)
+        if negated:
+            self.exclusions.append(where)
+        try:
+            for i, option in enumerate(options):
+                if option is False:
+                    continue
+                branch = option if not rest else {"allOf": [rest, option]}
+                try:
+                    nodes.append(self.node(branch, pointer(where, i)))
+                except _Empty as exc:
+                    empty = exc
+                except GrammarError as exc:
+                    if not negated or isinstance(exc, _TooManyWays):
+                        raise
+                    raise GrammarError(f"{overlap} ({exc}); use anyOf, distinct types, or a const/enum discriminator property") from None
+        finally:
+            if negated:
+                self.exclusions.pop()
+        if not nodes and negated and len(self.narrowed) > narrowed_before:
+            raise GrammarError(f"{overlap}: no branch keeps a value once the values of the others are left out as far as "
+                               "expressible; use anyOf, distinct types, or a const/enum discriminator property")
         if not nodes:
             raise empty or _Empty(f"every branch of {key} at {where} is `false`: no value can match it")
+        return alt(*nodes)
+
+    def narrow_exclusion(self) -> None:
+        self.narrow(self.exclusions[-1], ONE_OF_NARROWED)
+
+    def expressible_ways(self, ways: list[Any], path: str) -> Node:
+        """Inside an overlapping oneOf's branch: the union of the ways to fail a negated schema
+        that can be built, the others left out (a narrower union: still only values failing it).
+        Where every way fails, the first failure stands (the enclosing part may be what fails)."""
+        nodes, failure = [], None
+        for way in ways:
+            try:
+                nodes.append(self.node(way, path))
+            except _Empty:
+                continue
+            except _TooManyWays:
+                raise
+            except GrammarError as exc:
+                failure = failure or exc
+        if failure is not None and nodes:
+            self.narrow_exclusion()
+        if not nodes:
+            raise failure or _Empty(f"not at {pointer(path, 'not')}: every value of the enclosing schema matches the negated one")
         return alt(*nodes)
 
     def exclusive(self, options: list[Any], where: str) -> tuple[list[Any], bool]:
@@ -404,6 +467,11 @@ class _Translator:
                 todo = list(part["anyOf"]) + todo
             else:
                 parts.append(part)
+        if any(p is True or p == {} for p in parts):
+            raise _Empty(f"not at {where} negates a schema every value matches: no value can match")
+        parts = [p for p in parts if p is not False]  # not false: every value
+        if not parts:
+            return s
         # not E1 and not E2 == not (E1 or E2); last, so no other negation follows the values left out
         finite = [p for p in parts if isinstance(p, dict) and set(p) in ({"enum"}, {"const"}) and enum_values(p) is not None]
         if finite:

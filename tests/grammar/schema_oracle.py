@@ -168,15 +168,16 @@ class Oracle:
     schema using such a loosely checked format gets soundness checks only (`canonical` is never
     claimed for its texts)."""
 
-    def __init__(self, schema: Any, generated: Any = None) -> None:
+    def __init__(self, schema: Any, generated: Any = None, soundness_only: bool = False) -> None:
         """`generated`: the narrower schema the compiler documents it generates (see
         `generation_schema`); a text counts as canonical (completeness is required) only if it is
-        valid there too. Soundness is always judged against `schema`."""
+        valid there too. Soundness is always judged against `schema`; with `soundness_only` (the
+        compiler narrowed an overlapping oneOf) no text is claimed canonical."""
         cls = _exact_unique(jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator))
         self.schema = schema
         self.generated = None if generated is None else cls(generated, format_checker=cls.FORMAT_CHECKER)
         self.validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
-        self.loose_formats = bool(_formats(schema) - _EXACT_FORMATS)
+        self.loose_formats = soundness_only or bool(_formats(schema) - _EXACT_FORMATS)
         self.ascii_validator = _ascii_classes(cls)(schema, format_checker=cls.FORMAT_CHECKER) if _has_class_escape(schema) else None
         self._cache: dict[bytes, Verdict] = {}
 

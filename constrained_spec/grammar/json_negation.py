@@ -21,7 +21,7 @@ from .json_merge import clean, enum_values
 from .json_terminals import trie_complement
 from .protocol import GrammarError
 
-__all__ = ["split", "ways_to_fail", "complement", "NON_INTEGER_NUMBER"]
+__all__ = ["split", "ways_to_fail", "complement", "NON_INTEGER_NUMBER", "APPLIES"]
 
 # numbers that are not integers, in the spellings a plain decimal or Python's float repr uses: a
 # fraction with a non-zero digit, or d[.ddd]e-k (0 < |value| < 1); 1.5e0 is left out (spelling only)
@@ -42,7 +42,7 @@ _BOUNDS = {
     "minItems": ("array", "maxItems", -1), "maxItems": ("array", "minItems", 1),
     "minProperties": ("object", "maxProperties", -1), "maxProperties": ("object", "minProperties", 1),
 }  # fmt: skip
-_APPLIES = {key: kind for kind, keys in (
+APPLIES = {key: kind for kind, keys in (
     ("object", ("properties", "patternProperties", "additionalProperties", "required", "dependentRequired", "dependentSchemas",
                 "minProperties", "maxProperties", "propertyNames")),
     ("array", ("prefixItems", "items", "contains", "minContains", "maxContains", "minItems", "maxItems", "uniqueItems")),
@@ -74,7 +74,7 @@ def ways_to_fail(group: dict, context: dict) -> list[dict] | None:
     the values of `context`, the enclosing schema each way is conjoined with (read only for the
     keys a closed object can hold). [] where no value fails; None where not expressible."""
     keys = set(group)
-    applies = {_APPLIES.get(k) for k in keys}
+    applies = {APPLIES.get(k) for k in keys}
     if None not in applies and not applies & _kinds(context):
         return []  # a keyword of a type the context never holds: every value passes it
     if keys == {"not"}:

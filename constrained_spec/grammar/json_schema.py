@@ -22,7 +22,7 @@ from typing import Any
 
 from .json_ir import ANY_JSON as _ANY, EMPTY, Grammar, Lit, Node, RecursiveGrammar, Ref, Rep, Rx, alt, opt, regex_size, seq
 from .json_merge import ANNOTATIONS, STRUCTURAL, at, canonical, clean, enum_values, merge, pointer, pointer_parts
-from .json_negation import NON_INTEGER_NUMBER, split, ways_to_fail
+from .json_negation import APPLIES, NON_INTEGER_NUMBER, split, ways_to_fail
 from .json_objects import Slot, members_body
 from .json_terminals import (
     FORMATS, INTEGER, KEY_CHAR, NON_STRING_FORMATS, NUMBER, PLAIN_CHAR, STRING_CHAR, int_range, multiple_of_int, number_range,
@@ -533,9 +533,11 @@ class _Translator:
 
     def non_integers(self, s: dict, others: list[str], rest: list[Any], where: str, path: str) -> Node:
         """s and not integer, where s admits numbers: its other types, and numbers with a fraction
-        (NON_INTEGER_NUMBER); exact where s bounds no number and no negation follows."""
-        if rest or {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "enum", "const"} & set(s):
-            raise GrammarError(f"not at {where}: 'numbers that are not integers' next to bounds, an enum or another not is not expressible")
+        (NON_INTEGER_NUMBER); exact where nothing else in s can constrain a number (only keywords
+        of strings, objects and arrays next to `type`) and no negation follows."""
+        if rest or any(k != "type" and APPLIES.get(k) not in ("string", "object", "array") for k in s):
+            raise GrammarError(f"not at {where}: 'numbers that are not integers' next to bounds, an enum, a combinator, a condition "
+                               "or another not is not expressible")
         nodes = [Rx(NON_INTEGER_NUMBER)]
         if others:
             try:
@@ -756,7 +758,8 @@ class _Translator:
             hi = len(prefix) if hi is None else min(hi, len(prefix))
         if s.get("uniqueItems") is True:
             if (hi is None or hi > 1) and not prefix:
-                finite = self.unique_arrays(items, lo, hi, path)
+                counted = {k: s[k] for k in ("contains", "minContains", "maxContains") if k in s}
+                finite = self.unique_arrays(items, lo, hi, path, counted)
                 if finite is not None:
                     return finite
             if (hi is None or hi > 1) and self.unique_items is not None:
@@ -801,8 +804,9 @@ class _Translator:
         body = seq(Rep(seq(item, self.comma), 0, None), match, Rep(seq(self.comma, item), 0, None))
         return seq(Lit("["), self.ws, body, self.ws, Lit("]"))
 
-    def unique_arrays(self, items: Any, lo: int, hi: int | None, path: str) -> Node | None:
-        """uniqueItems over a finite item domain of at most 4 values: every arrangement, exactly."""
+    def unique_arrays(self, items: Any, lo: int, hi: int | None, path: str, counted: dict | None = None) -> Node | None:
+        """uniqueItems over a finite item domain of at most 4 values: every arrangement, exactly
+        (those `counted`, the array's contains/minContains/maxContains, admits)."""
         sub = self.deref(items)
         values = None
         if isinstance(sub, dict):
@@ -822,7 +826,8 @@ class _Translator:
         forms = []
         for size in range(lo, top + 1):
             for combo in itertools.permutations(distinct, size):
-                forms.append(Lit(json.dumps(list(combo), separators=self.item_sep, ensure_ascii=False)))
+                if not counted or self.validates(list(combo), counted):
+                    forms.append(Lit(json.dumps(list(combo), separators=self.item_sep, ensure_ascii=False)))
         if not forms:
             raise _Empty(f"uniqueItems at {at(path)} with minItems {lo} allows no array")
         return alt(*forms)

@@ -194,7 +194,7 @@ def number_range(lo: int | None, lo_excl: bool, hi: int | None, hi_excl: bool) -
 
     parts = []
     if hi is None or hi > 0 or (hi == 0 and not hi_excl):  # x >= 0 part
-        if lo is None or lo <= 0:
+        if lo is None or lo < 0:
             parts += half(0, False, hi, hi_excl)
         else:
             parts += half(lo, lo_excl, hi, hi_excl)

@@ -137,6 +137,13 @@ CASES = [
     ("ref-anchor", {"$defs": {"pos": {"$anchor": "positive", "type": "integer", "minimum": 1}}, "$ref": "#positive"}, [1, 9], [0]),
     ("pattern-with-lengths", {"type": "string", "pattern": "^[a-z]+$", "minLength": 2, "maxLength": 3},
      ["ab", "abc"], ["a", "abcd", "aB", ""]),
+    # an exclusive bound at 0 (the non-negative half once let 0 itself through)
+    ("exclusiveMinimum-zero", {"type": "number", "exclusiveMinimum": 0}, [0.5, 1, 3], [0, -1, Raw("0.0"), -0.5]),
+    ("exclusiveMinimum-zero-integer", {"type": "integer", "exclusiveMinimum": 0, "maximum": 3}, [1, 3], [0, -1, 4]),
+    ("not-enum-zero", {"not": {"enum": [0]}}, [1, -1, 0.5, "a", None, False], [0, Raw("0.0")]),
+    # a small finite item domain is enumerated: contains still applies (was: ignored, [] accepted)
+    ("uniqueItems-finite-with-contains", {"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": True, "contains": {"const": 2}},
+     [[2], [1, 2], [2, 1]], [[], [1], [2, 2]]),
     ("enum-and-const", {"enum": [1, 2, "a"], "const": 2}, [2], [1, "a"]),
     ("enum-and-const-disjoint", {"anyOf": [{"enum": [0]}, {"type": "string"}], "allOf": [{"anyOf": [{"const": True}, {"type": "string"}]}]},
      ["s"], [True, 0]),
@@ -259,6 +266,47 @@ def test_generated_definitions_shared_by_a_dropped_and_a_kept_branch():
     check()
 
 
+def test_generated_combinations_never_accept_an_invalid_instance():
+    """Generated differential (hypothesis, 400 derandomized examples): allOf / anyOf / oneOf /
+    not / if-then-else / items / properties / contains / uniqueItems / prefixItems nested over generated leaves, on the native
+    compiler; each of a fixed set of values (boundaries such as 0, enums' values, containers)
+    is accepted only if jsonschema calls it valid, and EOS only after a valid prefix. (Such a
+    sweep caught an exclusive lower bound of 0 that let 0 through, e.g. under `not: {enum: [0]}`;
+    non-integer numbers next to a condition; contains ignored next to an enumerated uniqueItems.)"""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import strategies as st
+    from schema_strategies import LEAVES
+
+    combos = st.recursive(LEAVES, lambda c: st.one_of(
+        st.builds(lambda a, b: {"allOf": [a, b]}, c, c),
+        st.builds(lambda a, b: {"anyOf": [a, b]}, c, c),
+        st.builds(lambda a, b: {"oneOf": [a, b]}, c, c),
+        st.builds(lambda a: {"not": a}, c),
+        st.builds(lambda a, b: {**a, "not": b}, LEAVES, c),
+        st.builds(lambda a, b, d: {"if": a, "then": b, "else": d}, c, c, c),
+        st.builds(lambda a: {"type": "array", "items": a, "maxItems": 2}, c),
+        st.builds(lambda a, b: {"type": "object", "properties": {"k": a, "m": b}, "additionalProperties": False}, c, c),
+        st.builds(lambda a: {"type": "array", "contains": a}, c),
+        st.builds(lambda a, b: {"type": "array", "items": a, "uniqueItems": True, "maxItems": 3, **b}, c, st.sampled_from([{}, {"contains": {"const": 0}}])),
+        st.builds(lambda a, b: {"type": "array", "prefixItems": [a], "items": b}, c, st.sampled_from([False, True, {"type": "integer"}])),
+    ), max_leaves=4)
+    values = ["a", "", "abc", "2024-01-01", 0, 1, -1, -3, 0.5, 2.5, 100, None, True, False, [], [0], [0, 0], [1, "a"], ["a", 2], {}, {"k": 0},
+              {"k": "a", "m": None}]
+    texts = [_text(v) for v in values] + ["0.0", "1e2"]
+
+    @settings(max_examples=400, derandomize=True, deadline=None, database=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(combos)
+    def check(schema):
+        try:
+            compiled = compile_json_schema(schema, BYTES, backend="native")
+        except (GrammarError, RecursionError):
+            return
+        for text in texts:
+            assert _valid(schema, text) or not _walk(compiled, schema, text), f"{json.dumps(schema)}: accepts invalid {text!r}"
+
+    check()
+
+
 def test_overlapping_oneOf_work_is_bounded(monkeypatch):
     """Ways to fail the other branches nest; past MAX_EXCLUSION_NODES schema nodes the schema is
     refused by name instead of being built for minutes (utam-page-object took 49 s)."""
@@ -304,6 +352,8 @@ def test_closed_objects_option():
     ({"type": "integer", "multipleOf": 7}, "multipleOf", "/multipleOf"),
     ({"type": "object", "properties": {"p": {"unevaluatedProperties": False}}}, "unevaluatedProperties", "/properties/p/unevaluatedProperties"),
     ({"oneOf": [{"type": "string", "pattern": "a"}, {"type": "string", "pattern": "b"}]}, "oneOf", "/oneOf"),  # overlap only by patterns
+    # numbers that are not integers next to a condition on numbers (was: the condition ignored, 0.5 accepted)
+    ({"type": ["number", "string"], "if": {"type": "number"}, "then": {"const": None}, "not": {"type": "integer"}}, "not", "/not"),
     ({"type": "string", "pattern": "a.*b", "maxLength": 4}, "pattern", "/pattern"),
     ({"not": {"multipleOf": 3}}, "not", "/not"),
     ({"$ref": "https://example.com/other.json"}, r"\$ref", r"/\$ref"),

@@ -571,8 +571,11 @@ class _Translator:
                     bounds = {**({"exclusiveMinimum": lo} if lo is not None else {}), **({"exclusiveMaximum": hi} if hi is not None else {})}
                     branches.append({**base, "type": kind, "allOf": [bounds]})
             elif kind == "string":
-                if {"pattern", "format", "minLength", "maxLength"} & set(s) or rest:
-                    raise GrammarError(f"not at {where}: strings except some, next to a pattern, format, length or another not, are not expressible")
+                # the strings are written as one regex: exact only where nothing else in s can
+                # constrain a string (keywords of numbers, objects and arrays next to `type`)
+                if rest or any(k != "type" and APPLIES.get(k) not in ("number", "object", "array") for k in s):
+                    raise GrammarError(f"not at {where}: strings except some, next to a pattern, format, length, condition or "
+                                       "another not, are not expressible")
                 nodes.append(Rx(string_except([v for v in mine if isinstance(v, str)])))
             elif kind != "null":
                 raise GrammarError(f"not at {where}: {kind}s except given ones are not expressible")

@@ -268,7 +268,8 @@ def test_generated_definitions_shared_by_a_dropped_and_a_kept_branch():
 
 def test_generated_combinations_never_accept_an_invalid_instance():
     """Generated differential (hypothesis, 400 derandomized examples): allOf / anyOf / oneOf /
-    not / if-then-else / items / properties / contains / uniqueItems / prefixItems nested over generated leaves, on the native
+    not / if-then-else (also next to not) / items / properties / contains / uniqueItems / prefixItems nested over generated
+    leaves, on the native
     compiler; each of a fixed set of values (boundaries such as 0, enums' values, containers)
     is accepted only if jsonschema calls it valid, and EOS only after a valid prefix. (Such a
     sweep caught an exclusive lower bound of 0 that let 0 through, e.g. under `not: {enum: [0]}`;
@@ -289,6 +290,7 @@ def test_generated_combinations_never_accept_an_invalid_instance():
         st.builds(lambda a: {"type": "array", "contains": a}, c),
         st.builds(lambda a, b: {"type": "array", "items": a, "uniqueItems": True, "maxItems": 3, **b}, c, st.sampled_from([{}, {"contains": {"const": 0}}])),
         st.builds(lambda a, b: {"type": "array", "prefixItems": [a], "items": b}, c, st.sampled_from([False, True, {"type": "integer"}])),
+        st.builds(lambda a, b, d, e: {**a, "if": b, "then": d, "not": e}, LEAVES, c, c, c),
     ), max_leaves=4)
     values = ["a", "", "abc", "2024-01-01", 0, 1, -1, -3, 0.5, 2.5, 100, None, True, False, [], [0], [0, 0], [1, "a"], ["a", 2], {}, {"k": 0},
               {"k": "a", "m": None}]
@@ -352,6 +354,8 @@ def test_closed_objects_option():
     ({"type": "integer", "multipleOf": 7}, "multipleOf", "/multipleOf"),
     ({"type": "object", "properties": {"p": {"unevaluatedProperties": False}}}, "unevaluatedProperties", "/properties/p/unevaluatedProperties"),
     ({"oneOf": [{"type": "string", "pattern": "a"}, {"type": "string", "pattern": "b"}]}, "oneOf", "/oneOf"),  # overlap only by patterns
+    # strings but some next to a condition on strings (was: the condition ignored, "b" accepted)
+    ({"type": "string", "if": {"maxLength": 1}, "then": {"const": "x"}, "not": {"enum": ["a"]}}, "not", "/not"),
     # numbers that are not integers next to a condition on numbers (was: the condition ignored, 0.5 accepted)
     ({"type": ["number", "string"], "if": {"type": "number"}, "then": {"const": None}, "not": {"type": "integer"}}, "not", "/not"),
     ({"type": "string", "pattern": "a.*b", "maxLength": 4}, "pattern", "/pattern"),

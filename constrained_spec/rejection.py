@@ -351,13 +351,12 @@ def _block_sums(weights: np.ndarray) -> np.ndarray:
     return np.add.reduceat(weights, np.arange(0, weights.size, _BLOCK), dtype=np.float64)
 
 
-def _inverse_transform(weights: np.ndarray, u: float, sums: np.ndarray | None = None) -> int:
+def _inverse_transform(weights: np.ndarray, u: float, sums: np.ndarray) -> int:
     """The first index whose cumulative weight exceeds u * total (`weights` `[n]` >= 0, some
     positive; u in [0, 1)): a draw from weights / total that never lands on a zero weight.
-    Block sums first (`sums`, `_block_sums(weights)` where given), then one block's cumulative
-    sum; where rounding carries the target past the end, the last positive weight."""
+    Block sums first (`sums`: `_block_sums(weights)`), then one block's cumulative sum; where
+    rounding carries the target past the end, the last positive weight."""
     starts = np.arange(0, weights.size, _BLOCK)
-    sums = _block_sums(weights) if sums is None else sums
     cumulative = np.cumsum(sums)  # [blocks]
     target = u * cumulative[-1]
     block = int(np.searchsorted(cumulative, target, side="right"))

@@ -535,7 +535,7 @@ class _Translator:
         """s and not integer, where s admits numbers: its other types, and numbers with a fraction
         (NON_INTEGER_NUMBER); exact where nothing else in s can constrain a number (only keywords
         of strings, objects and arrays next to `type`) and no negation follows."""
-        if rest or any(k != "type" and APPLIES.get(k) not in ("string", "object", "array") for k in s):
+        if rest or not _only_keywords_of(s, ("string", "object", "array")):
             raise GrammarError(f"not at {where}: 'numbers that are not integers' next to bounds, an enum, a combinator, a condition "
                                "or another not is not expressible")
         nodes = [Rx(NON_INTEGER_NUMBER)]
@@ -573,7 +573,7 @@ class _Translator:
             elif kind == "string":
                 # the strings are written as one regex: exact only where nothing else in s can
                 # constrain a string (keywords of numbers, objects and arrays next to `type`)
-                if rest or any(k != "type" and APPLIES.get(k) not in ("number", "object", "array") for k in s):
+                if rest or not _only_keywords_of(s, ("number", "object", "array")):
                     raise GrammarError(f"not at {where}: strings except some, next to a pattern, format, length, condition or "
                                        "another not, are not expressible")
                 nodes.append(Rx(string_except([v for v in mine if isinstance(v, str)])))
@@ -1215,6 +1215,12 @@ def _object_failures(part: dict) -> list[dict] | None:
         elif sub is not True:
             ways.append({"properties": {name: {"not": sub}}, "required": [name]})
     return ways if len(ways) <= MAX_OBJECT_FAILURES else None
+
+
+def _only_keywords_of(s: dict, kinds: tuple[str, ...]) -> bool:
+    """Every keyword of `s` but `type` applies only to values of `kinds` (so none of them can
+    constrain a value of another type)."""
+    return all(k == "type" or APPLIES.get(k) in kinds for k in s)
 
 
 def _required(schema: dict) -> list[str]:

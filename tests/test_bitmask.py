@@ -38,3 +38,31 @@ def test_apply_rejects_mismatched_rows():
 
 def test_allow_all():
     assert unpack_bitmask(new_bitmask(1, 40, allow_all=True), 40).all()
+
+
+@pytest.mark.parametrize("size", [0, 3, 14, 15, 200])  # both sides of TokenSet's loop/numpy switch
+def test_token_set_reads_the_allowed_ids_of_a_row(size):
+    from constrained_spec.bitmask import TokenSet
+
+    gen = torch.Generator().manual_seed(size)
+    allowed = torch.rand(1000, generator=gen) < 0.4
+    words = pack_allowed(allowed).numpy().view("uint32").reshape(-1)
+    ids = torch.randperm(1000, generator=gen)[:size].sort().values.tolist()
+    tokens = TokenSet(ids)
+    assert len(tokens) == size
+    assert tokens.allowed_in(words) == [i for i in ids if allowed[i]]
+
+
+@pytest.mark.parametrize("size", [0, 5, 14, 15, 300])
+def test_token_set_removes_its_ids_from_a_row(size):
+    from constrained_spec.bitmask import TokenSet
+
+    gen = torch.Generator().manual_seed(100 + size)
+    allowed = torch.rand(1000, generator=gen) < 0.5
+    ids = torch.randint(0, 1000, (size,), generator=gen).tolist()  # repeats and shared words too
+    tokens, expected = TokenSet(ids), allowed.clone()
+    expected[ids] = False
+    for _ in range(2):  # the second call reuses what the first built
+        words = pack_allowed(allowed).numpy().view("uint32").reshape(-1).copy()
+        tokens.remove_from(words)
+        assert torch.equal(unpack_bitmask(torch.from_numpy(words.view("int32")), 1000), expected)

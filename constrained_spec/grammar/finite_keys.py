@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..bitmask import count_allowed, new_bitmask
+from ..bitmask import TokenSet, count_allowed, new_bitmask
 from .vocabulary import Vocabulary, sorted_tokens
 
 __all__ = ["KeyPrefixTables", "dead_key_tokens", "is_dead", "key_prefix_tables", "key_target"]
@@ -63,8 +63,7 @@ class KeyPrefixTables:
                     sides[data.count(b'"') % 2 == 0].append(i)
             self.opening[tail] = (np.array(sides[0], dtype=np.int64), np.array(sides[1], dtype=np.int64))
         # tokens ending with a `,` (and whitespace) outside a string: a key may be next
-        self.comma_end = np.array([i for i, b in enumerate(vocab.token_bytes) if b and b.rstrip(b" \t\n\r").endswith(b",")],
-                                  dtype=np.int64)
+        self.comma_end = TokenSet([i for i, b in enumerate(vocab.token_bytes) if b and b.rstrip(b" \t\n\r").endswith(b",")])
         self.quote = self.token_of.get(b'"', -1)
         self.sorted = sorted_tokens(vocab)
         self._local = threading.local()  # scratch masks per thread (engines may fill masks in a pool)
@@ -88,12 +87,27 @@ def _raw_sorted(keys: frozenset) -> list[bytes]:
     return sorted(json.dumps(k, ensure_ascii=False)[1:-1].encode() for k in keys)
 
 
-@lru_cache(maxsize=256)
-def _opening_on(keys: frozenset, tables: KeyPrefixTables, inside: bool, empty: bool) -> np.ndarray:
-    """The tokens whose last `"` opens a key at a prefix of a key in `keys` (from inside a
-    string or not; `empty`: the key's empty start too, else only longer prefixes), `[n]`."""
-    parts = [tables.opening[tail][inside] for tail in _tails_on(keys, tables) if tail or empty]
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+@lru_cache(maxsize=1024)
+def _opening_on(keys: frozenset, names: frozenset | None, tables: KeyPrefixTables, inside: bool, empty: bool) -> TokenSet | None:
+    """The tokens whose last `"` opens a key at a prefix of an object's used key that may
+    dead-end (its `keys` among `names`), from inside a string or not; `empty`: the key's empty
+    start too, else only longer prefixes. None where no used key may dead-end."""
+    used = _finite_used(keys, names)
+    if not used:
+        return None
+    parts = [tables.opening[tail][inside] for tail in _tails_on(used, tables) if tail or empty]
+    return TokenSet(np.concatenate(parts) if parts else [])
+
+
+@lru_cache(maxsize=1024)
+def _continuing(keys: frozenset, names: frozenset | None, tables: KeyPrefixTables, typed: bytes) -> TokenSet:
+    """Inside a key typed so far as `typed` (no escape): the tokens that stay on a used key
+    that may dead-end (a prefix of its remaining bytes), without closing it."""
+    ids = []
+    for raw in _extending(_raw_sorted(_finite_used(keys, names)), typed):
+        rest = raw[len(typed):]
+        ids += [t for i in range(1, len(rest) + 1) if (t := tables.token_of.get(rest[:i])) is not None]
+    return TokenSet(list(dict.fromkeys(ids)))
 
 
 @lru_cache(maxsize=256)
@@ -103,6 +117,13 @@ def _tails_on(keys: frozenset, tables: KeyPrefixTables) -> list[bytes]:
     if sum(len(r) + 1 for r in raws) < len(tables.by_tail):  # few keys: their prefixes
         return [p for p in {r[:i] for r in raws for i in range(len(r) + 1)} if p in tables.by_tail]
     return [tail for tail in tables.by_tail if _extending(raws, tail)]
+
+
+@lru_cache(maxsize=1024)
+def _used_raw(keys: frozenset, names: frozenset[str] | None) -> list[bytes]:
+    """An object's used keys that may dead-end, raw and sorted (_raw_sorted)."""
+    used = _finite_used(keys, names)
+    return _raw_sorted(used) if used else []
 
 
 def _finite_used(keys: frozenset, names: frozenset[str] | None) -> frozenset:
@@ -126,7 +147,8 @@ def _has(raws: list[bytes], raw: bytes) -> bool:
 
 def dead_key_tokens(words: np.ndarray, state: Any, inner: Any, tables: KeyPrefixTables,
                     advance: Callable[[Any, bytes], Any], key_mask: np.ndarray | None,
-                    witnesses: dict, commas: bool = True, names: frozenset[str] | None = None) -> list[int]:
+                    witnesses: dict, commas: bool = True, names: frozenset[str] | None = None,
+                    memo: dict | None = None) -> list[int]:
     """The allowed tokens (per the packed row `words`, uint32 `[W]`) after which the open key
     can only become a used one. `state` is the unique-keys tracker's state, `inner` the wrapped
     matcher at that state (left as it was), `advance` the tracker's step, `key_mask` the packed
@@ -135,34 +157,33 @@ def dead_key_tokens(words: np.ndarray, state: Any, inner: Any, tables: KeyPrefix
     alive there; checked again in one validate call before anything is searched. `commas`:
     whether an object can run out of keys while llguidance still offers a `,` (else neither
     a `,` nor a key just opened is checked: some key is left there). `names`: the only keys
-    that can dead-end (FiniteKeys.names; None: any)."""
-    stack, _, escaped, key = state
-    if not any(frame is not None and _finite_used(frame[0], names) for frame in stack):
-        return []
-    item = words.item
-
-    def allowed(token_id: int) -> bool:
-        return bool(item(token_id >> 5) >> (token_id & 31) & 1)
-
+    that can dead-end (FiniteKeys.names; None: any). `memo`: verdicts by (root, key prefix)
+    the caller keeps while the same key stays open (None: this step's own)."""
+    stack, in_string, escaped, key = state
+    openings = [ids for frame in stack if frame is not None and (ids := _opening_on(frame[0], names, tables, bool(in_string), commas)) is not None]
+    if not openings:
+        return []  # no object has a used key that may dead-end
     candidates: list[int] = []
     if key is not None and escaped is False:  # inside a key: the tokens that continue a used one
-        for raw in _extending(_raw_sorted(_finite_used(stack[-1][0], names)), key):
-            rest = raw[len(key):]
-            candidates += [t for i in range(1, len(rest) + 1) if (t := tables.token_of.get(rest[:i])) is not None and allowed(t)]
-    for frame in stack:  # tokens that may open a key at a used key's prefix: by their bytes after the last `"`
-        if frame is not None and (used := _finite_used(frame[0], names)):
-            ids = _opening_on(used, tables, bool(state[1]), commas)
-            candidates += ids[(words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1 == 1].tolist()
-    if commas and key is None and not state[1]:  # after a `,` a key must come: is one left?
-        ids = tables.comma_end
-        candidates += ids[(words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1 == 1].tolist()
-    alive: dict = {}
+        candidates += _continuing(stack[-1][0], names, tables, key).allowed_in(words)
+    for ids in openings:  # tokens that may open a key at a used key's prefix: by their bytes after the last `"`
+        candidates += ids.allowed_in(words)
+    if commas and key is None and not in_string:  # after a `,` a key must come: is one left?
+        candidates += tables.comma_end.allowed_in(words)
+    if not candidates:
+        return []
+    alive: dict = {} if memo is None else memo
+    targets = [(token_id, target) for token_id in dict.fromkeys(candidates)
+               if (target := key_target(token_id, state, tables, advance, names)) is not None]
+    targets.sort(key=lambda pair: -len(pair[1][1]))  # longest prefixes first: a live one makes its own prefixes live
     dead = []
-    for token_id in dict.fromkeys(candidates):
-        target = key_target(token_id, state, tables, advance, names)
-        if target is not None and is_dead(token_id, target, inner, tables, key_mask, witnesses, alive, words, names):
+    for token_id, (used, prefix, root, lead) in targets:
+        if is_dead(token_id, (used, prefix, root, lead), inner, tables, key_mask, witnesses, alive, words, names):
             dead.append(token_id)
-    return dead
+        else:
+            for i in range(len(prefix)):  # a way on from prefix runs through each of its own prefixes
+                alive[root, prefix[:i]] = True
+    return sorted(dead)
 
 
 def key_target(token_id: int, state: Any, tables: KeyPrefixTables, advance: Callable[[Any, bytes], Any],
@@ -173,16 +194,17 @@ def key_target(token_id: int, state: Any, tables: KeyPrefixTables, advance: Call
     Used keys: those among `names` (None: all)."""
     data = tables.token_bytes[token_id]
     end = advance(state, data) if data else None
-    if end is None or not end[0] or end[0][-1] is None or end[2] is not False or not (used := _finite_used(end[0][-1][0], names)):
+    if end is None or not end[0] or end[0][-1] is None or end[2] is not False or not (used := _used_raw(end[0][-1][0], names)):
         return None  # a repeat (cleared elsewhere), outside an object with keys, or an escape open
-    used, prefix = _raw_sorted(used), end[3]
+    prefix = end[3]
+    typed = state[3] or b""  # roots are the bytes from where the open key began (kept across steps there)
     if prefix is None:  # no key open: dead only after a `,` with every key used
         if end[1] or not end[0][-1][1] or tables.quote < 0:
             return None
-        return used, b"", (data + b'"', len(end[0])), [token_id, tables.quote]
+        return used, b"", (typed + data + b'"', len(end[0])), [token_id, tables.quote]
     if not _extending(used, prefix):
         return None
-    root = b"" if state[3] is not None and b'"' not in data else data[: len(data) - len(prefix)]
+    root = b"" if state[3] is not None and b'"' not in data else typed + data[: len(data) - len(prefix)]
     return used, prefix, (root, len(end[0])), [token_id]
 
 
@@ -312,16 +334,20 @@ def _search(inner: Any, tables: KeyPrefixTables, used: list[bytes], prefix: byte
         if b"\\" in segment:
             return True  # an escape: cannot tell, counted alive
         if quote:
-            return not _has(used, grown)
-        steps = [tables.single[b] for b in segment]
-        if not _extending(used, grown) or min(steps) < 0:
-            return True
-        for token_id in steps:
-            inner.accept_token(token_id)
-        try:
-            return _alive(inner, tables, used, grown, depth + len(steps), key_mask, memo, root)
-        finally:
-            inner.rollback(len(steps))
+            verdict = not _has(used, grown)
+        else:
+            steps = [tables.single[b] for b in segment]
+            if not _extending(used, grown) or min(steps) < 0:
+                return True
+            for token_id in steps:
+                inner.accept_token(token_id)
+            try:
+                verdict = _alive(inner, tables, used, grown, depth + len(steps), key_mask, memo, root)
+            finally:
+                inner.rollback(len(steps))
+        for i in range(1, len(segment)):  # the forced way runs through these prefixes: the same verdict
+            memo[root, prefix + segment[:i]] = verdict
+        return verdict
     mask = tables.scratch(depth)
     inner.fill_bitmask(mask)
     words = mask.numpy().view(np.uint32)[0]

@@ -108,6 +108,7 @@ class LLGuidanceMatcher:
         self._inner = inner
         self._num_tokens = num_tokens
         self._eos = eos  # 0: not accepted, 1: accepted by us (inner had stopped), 2: consumed by inner
+        self._checked: tuple = (None, None)  # (the last bitmask whose layout was checked, its shape)
 
     @property
     def vocab_size(self) -> int:
@@ -115,8 +116,14 @@ class LLGuidanceMatcher:
 
     def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
         width = bitmask_width(self.vocab_size)
-        if bitmask.dtype != torch.int32 or bitmask.ndim != 2 or bitmask.shape[1] != width:
-            raise GrammarError(f"bitmask must be int32 [rows, {width}] for vocab size {self.vocab_size}, got {bitmask.dtype} {tuple(bitmask.shape)}")
+        checked, shape = self._checked, bitmask.shape
+        if bitmask is not checked[0] or shape != checked[1]:  # callers reuse one bitmask: its layout is checked once
+            if bitmask.dtype != torch.int32 or bitmask.ndim != 2 or shape[1] != width:
+                raise GrammarError(f"bitmask must be int32 [rows, {width}] for vocab size {self.vocab_size}, got {bitmask.dtype} {tuple(shape)}")
+            checked = (bitmask, shape, bitmask.stride(0)) if bitmask.device.type == "cpu" and bitmask.stride(1) == 1 else (None, None)
+            self._checked = checked
+        if not 0 <= row < shape[0]:
+            raise GrammarError(f"row {row} is outside the bitmask's {shape[0]} rows")
         if self._eos or self._inner.is_stopped():
             eos = self._compiled.vocab.eos_token_id if not self._eos and self._inner.is_accepting() else None
             if bitmask.device.type == "cpu":  # numpy: two torch index assignments cost ~20 us
@@ -129,11 +136,11 @@ class LLGuidanceMatcher:
                 if eos is not None:
                     bitmask[row, eos // 32] = torch.tensor(1 << (eos % 32), dtype=torch.int64).to(torch.int32)
             return
-        if bitmask.device.type != "cpu" or bitmask.stride(1) != 1:
+        if checked[0] is None:
             raise GrammarError("llguidance fills a contiguous CPU bitmask; pass one and copy it to the device")
         # what llguidance.torch.fill_next_token_bitmask does, without importing that module:
         # its @torch.compile decorator costs ~2 s at first use (the first mask of a process)
-        self._inner.unsafe_compute_mask_ptr(bitmask.data_ptr() + row * bitmask.stride(0) * 4, width * 4)
+        self._inner.unsafe_compute_mask_ptr(bitmask.data_ptr() + row * checked[2] * 4, width * 4)
 
     def accept_token(self, token_id: int) -> None:
         token_id = int(token_id)

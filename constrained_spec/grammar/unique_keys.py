@@ -25,9 +25,10 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+from ..bitmask import TokenSet
 from .finite_keys import dead_key_tokens, is_dead, key_prefix_tables, key_target
 from .protocol import CompiledGrammar, GrammarError, GrammarMatcher
-from .vocabulary import Vocabulary, sorted_tokens
+from .vocabulary import SortedTokens, Vocabulary, sorted_tokens
 
 __all__ = ["UniqueKeysGrammar", "UniqueKeysMatcher", "clear_token", "decode_key"]
 
@@ -141,20 +142,31 @@ def _escape_tables(vocab: Vocabulary) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 
 @lru_cache(maxsize=8)
-def _quote_tokens(vocab: Vocabulary) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]:
+def _quote_tokens(vocab: Vocabulary) -> tuple[TokenSet, TokenSet, TokenSet]:
     """The tokens holding at least one, two and three `"` (what can close a key inside a key,
-    where a key may start, in a value string), each as (ids, their mask word, their bit), `[n]`."""
+    where a key may start, in a value string)."""
     quoted = [i for i, b in enumerate(vocab.token_bytes) if b is not None and b'"' in b]
-    out = []
-    for least in (1, 2, 3):
-        ids = np.array([i for i in quoted if vocab.token_bytes[i].count(b'"') >= least], dtype=np.int64)
-        out.append((ids, ids >> 5, (ids & 31).astype(np.uint32)))
-    return tuple(out)
+    return tuple(TokenSet([i for i in quoted if vocab.token_bytes[i].count(b'"') >= least]) for least in (1, 2, 3))
+
+
+@lru_cache(maxsize=4096)
+def _closing_tokens(keys: frozenset, typed: bytes, tokens: SortedTokens) -> TokenSet | None:
+    """Inside a key typed so far as `typed` (no escape): the tokens that start with the rest of a
+    key in `keys` and its closing quote. None where such a key needs escapes to be written."""
+    closing: list[int] = []
+    for name in keys:
+        raw = name.encode("utf-8")
+        if raw.startswith(typed):
+            if any(c in raw for c in b'"\\') or min(raw, default=32) < 32:
+                return None
+            closing += tokens.starting_with(raw[len(typed):] + b'"')
+    return TokenSet(closing)
 
 
 def clear_token(words: np.ndarray, token_id: int) -> None:
     """Remove `token_id` from the packed mask row `words` (uint32 `[W]`)."""
-    words[token_id >> 5] &= np.uint32(~(1 << (token_id & 31)) & 0xFFFFFFFF)
+    word = token_id >> 5
+    words[word] = words.item(word) & ~(1 << (token_id & 31))  # Python ints: a third faster than numpy scalars
 
 
 class UniqueKeysGrammar:
@@ -191,6 +203,9 @@ class UniqueKeysMatcher:
         self._states = states  # one per accepted token, after it; [0] = the start
         self._host_of: tuple = (None, None)  # (the last CPU bitmask filled, its uint32 numpy view)
         self._witnesses: dict = {}  # live keys found by finite_keys, checked again before a search
+        # finite_keys' verdicts while one key is open: (the stack it was opened on, verdicts).
+        # The stack object is rebuilt at every `{` and `,`, so the same object means the same key.
+        self._key_memo: tuple = (None, {})
 
     @property
     def vocab_size(self) -> int:
@@ -223,10 +238,14 @@ class UniqueKeysMatcher:
         if repeats:
             self._mask_repeats(words, state)
             if self._grammar.prefixes is not None:
-                plain = self._grammar.plain_escapes
+                plain, memo = self._grammar.plain_escapes, None
+                if key is not None:
+                    if self._key_memo[0] is not stack:
+                        self._key_memo = (stack, {})
+                    memo = self._key_memo[1]
                 for token_id in dead_key_tokens(words, state, self._inner, self._grammar.prefixes,
                                                 lambda s, data: _advance(s, data, plain), self._grammar._plain_in_key,
-                                                self._witnesses, self._grammar.finite_count, self._grammar.finite_names):
+                                                self._witnesses, self._grammar.finite_count, self._grammar.finite_names, memo):
                     clear_token(words, token_id)
         if host is not bitmask:
             bitmask[row].copy_(host[row])
@@ -256,19 +275,13 @@ class UniqueKeysMatcher:
         stack, in_string, _, key = state
         # a key ends at its closing quote: inside a key any token with a `"` can close it; where a
         # key may start, one holding a whole key (two quotes); in a value string, three
-        ids = self._grammar._closers[0 if key is not None else 2 if in_string else 1]
-        if not ids[0].size:
+        closers = self._grammar._closers[0 if key is not None else 2 if in_string else 1]
+        if not len(closers):
             return
         token_bytes, plain = self._grammar.vocab.token_bytes, self._grammar.plain_escapes
         if key is not None and b"\\" not in key and self._mask_key_ends(stack[-1][0], key, words, state):
             return  # inside a key: only the tokens that complete an earlier key, found by their bytes
-        index, word, shift = ids
-        if index.size <= 32:  # a few candidates: Python reads their bits faster than numpy selects them
-            item = words.item
-            allowed = [token_id for token_id in index.tolist() if item(token_id >> 5) >> (token_id & 31) & 1]
-        else:
-            allowed = index[(words[word] >> shift) & 1 == 1].tolist()
-        for token_id in allowed:
+        for token_id in closers.allowed_in(words):
             if _advance(state, token_bytes[token_id], plain) is _DUPLICATE:
                 clear_token(words, token_id)
 
@@ -277,16 +290,10 @@ class UniqueKeysMatcher:
         as one of `keys`, i.e. start with an earlier key's remaining bytes and its quote (a
         bisection in the sorted vocabulary per such key), and check the few tokens that could
         close it through an escape. False (nothing done) where a key needs escapes to be written."""
-        ends = []
-        for name in keys:
-            raw = name.encode("utf-8")
-            if raw.startswith(typed):
-                if any(c in raw for c in b'"\\') or min(raw, default=32) < 32:
-                    return False  # written with escapes: the general path compares decoded keys
-                ends.append(raw[len(typed):] + b'"')
-        for end in ends:
-            for token_id in self._grammar._sorted.starting_with(end):
-                clear_token(words, token_id)
+        closing = _closing_tokens(keys, typed, self._grammar._sorted)
+        if closing is None:
+            return False  # written with escapes: the general path compares decoded keys
+        closing.remove_from(words)
         token_bytes, item = self._grammar.vocab.token_bytes, words.item
         for token_id in self._grammar._escaped:
             if item(token_id >> 5) >> (token_id & 31) & 1 and _advance(state, token_bytes[token_id], self._grammar.plain_escapes) is _DUPLICATE:

@@ -16,6 +16,7 @@ import random
 
 import jsonschema
 import pytest
+import torch
 from pydantic import BaseModel, Field
 
 from constrained_spec.bitmask import new_bitmask, unpack_bitmask
@@ -224,3 +225,95 @@ def test_pattern_reading_checks_itself(monkeypatch):
         assert json_key_sets.pattern_keys("^(?:ab|b)$") == (True, frozenset({"ab", "b"}))  # exact lists need no parser
     finally:
         json_key_sets.pattern_keys.cache_clear()
+
+
+def _history_free(compiled, vocab, rng: random.Random, steps: int) -> int:
+    """A seeded random walk with rollbacks (1-4 tokens, one step in six, and wherever only EOS
+    is left): every mask of the walking matcher (which keeps its verdicts while a key stays
+    open) must equal the mask of a fresh matcher that only accepted the same tokens. Returns the
+    masks compared."""
+    matcher, tokens, compared, finished = compiled.matcher(), [], 0, False
+    mask, fresh_mask = new_bitmask(1, vocab.size), new_bitmask(1, vocab.size)
+    for _ in range(steps):
+        if tokens and (finished or rng.random() < 1 / 6):
+            back = min(len(tokens), rng.randint(1, 4))
+            matcher.rollback(back)
+            del tokens[-back:]
+        matcher.fill_bitmask(mask)
+        fresh = compiled.matcher()
+        for token in tokens:
+            fresh.accept_token(token)
+        fresh.fill_bitmask(fresh_mask)
+        assert torch.equal(mask, fresh_mask), f"the mask depends on the walk's history after {tokens}"
+        compared += 1
+        allowed = unpack_bitmask(mask, vocab.size)[0].nonzero().flatten().tolist()
+        choices = [t for t in allowed if t != vocab.eos_token_id]
+        finished = not choices
+        if finished:
+            continue
+        short = min(choices, key=lambda t: (len(vocab.token_bytes[t] or b"x"), rng.random()))
+        token = short if rng.random() < 0.6 else rng.choice(choices)
+        matcher.accept_token(token)
+        tokens.append(token)
+    return compared
+
+
+@pytest.mark.parametrize("schema", [MIXED, PATTERNED, NAMED], ids=["mixed", "patterned", "property-names"])
+def test_masks_do_not_depend_on_the_walk_history_on_bytes(schema):
+    """The wrapper keeps dead-key verdicts while one key stays open (unique_keys' key memo):
+    differential against fresh matchers along seeded random walks with rollbacks (N = 20
+    walks of up to 60 steps, byte vocabulary)."""
+    compiled = compile_json_schema(schema, BYTES)
+    rng = random.Random(3)
+    assert sum(_history_free(compiled, BYTES, rng, 60) for _ in range(20)) > 300
+
+
+def test_masks_do_not_depend_on_the_walk_history_on_a_corpus_schema(smollm2_vocab):
+    """The same differential on a real schema of many closed keys (djlint, SmolLM2's vocabulary;
+    N = 6 walks of up to 50 steps)."""
+    from pathlib import Path
+
+    entry = json.loads((Path(__file__).parents[2] / "benchmarks" / "schema_corpus" / "schemastore-djlint.json").read_text())
+    compiled = compile_json_schema(entry["schema"], smollm2_vocab)
+    rng = random.Random(4)
+    assert sum(_history_free(compiled, smollm2_vocab, rng, 50) for _ in range(6)) > 150
+
+
+def test_verdicts_kept_while_a_key_is_open_follow_that_key():
+    """Scripted walks the random ones rarely take, each mask against a fresh matcher's: a key's
+    kept verdicts must not reach the next key of the object (`{"ab":1,"abc":2,"` after a
+    verdict made with abc unused), nor another spelling of the same open key after a rollback
+    (a token that closes the key and opens the next one, `":1,"a`, is dead after `abc` and
+    alive after `b`)."""
+    vocab = Vocabulary([bytes([b]) for b in range(256)] + [b'":1,"a', None], 257)
+    compiled = compile_json_schema(PATTERNED, vocab)
+    closer = 256
+
+    def script(steps: list) -> None:
+        matcher, tokens = compiled.matcher(), []
+        mask, fresh_mask = new_bitmask(1, vocab.size), new_bitmask(1, vocab.size)
+        for step in steps:
+            if isinstance(step, int):  # roll back this many tokens
+                matcher.rollback(step)
+                del tokens[-step:]
+            else:
+                for token in step:
+                    matcher.accept_token(token)
+                    tokens.append(token)
+            matcher.fill_bitmask(mask)
+            fresh = compiled.matcher()
+            for token in tokens:
+                fresh.accept_token(token)
+            fresh.fill_bitmask(fresh_mask)
+            assert torch.equal(mask, fresh_mask), f"mask after {bytes(t for t in tokens if t < 256)!r} depends on the history"
+
+    text = lambda data: list(data)  # noqa: E731
+    script([text(b'{"ab":1,"'), text(b"a"), text(b"b"), text(b"c"), text(b'":2,"'), text(b"a")])
+    script([text(b'{"ab":1,"'), text(b"a"), text(b"b"), text(b"c"), 3, text(b"b")])
+    fresh = compiled.matcher()
+    for token in text(b'{"ab":1,"abc'):
+        fresh.accept_token(token)
+    assert not fresh.validate_tokens([closer])  # the closer is dead after abc (every a-key used) ...
+    fresh.rollback(3)
+    fresh.accept_token(ord("b"))
+    assert fresh.validate_tokens([closer]) == 1  # ... and alive after b (abc is left)

@@ -50,6 +50,26 @@ def test_backends_agree_on_a_schema(backend):
         m.rollback(99)
 
 
+def test_bitmask_rows_views_and_bad_layouts():
+    """The bitmask's layout is checked once per tensor and reused: a row of a view into a wider
+    tensor lands in that row (its row stride, not the width), a row outside it or a tensor of
+    another shape raises instead of writing past its end."""
+    m = compile(json_schema={"type": "integer"}, vocab=VOCAB, backend="llguidance").matcher()
+    plain = new_bitmask(1, VOCAB.size)
+    m.fill_bitmask(plain)
+    wide = torch.zeros(3, plain.shape[1] + 5, dtype=torch.int32)
+    view = wide[:, : plain.shape[1]]
+    for _ in range(2):  # the second fill takes the checked path
+        m.fill_bitmask(view, 1)
+        assert torch.equal(view[1], plain[0]) and not view[0].any() and not view[2].any() and not wide[:, plain.shape[1]:].any()
+    with pytest.raises(GrammarError, match="outside"):
+        m.fill_bitmask(view, 3)
+    with pytest.raises(GrammarError, match="int32"):
+        m.fill_bitmask(torch.zeros(1, plain.shape[1] + 1, dtype=torch.int32))
+    with pytest.raises(GrammarError, match="contiguous"):
+        m.fill_bitmask(torch.zeros(1, 2 * plain.shape[1], dtype=torch.int32)[:, ::2])
+
+
 def test_llguidance_bad_grammar_raises():
     with pytest.raises(GrammarError, match="llguidance"):
         compile(grammar="start: undefined_rule\n", vocab=VOCAB, backend="llguidance")

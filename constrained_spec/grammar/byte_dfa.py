@@ -21,7 +21,7 @@ from functools import lru_cache
 import re._constants as C  # type: ignore[import-not-found]
 import re._parser as sre  # type: ignore[import-not-found]
 
-__all__ = ["ByteDFA", "RegexUnsupported", "compile_byte_dfa"]
+__all__ = ["ByteDFA", "RegexUnsupported", "compile_byte_dfa", "patterns_apart", "search_superset_dfa"]
 
 _MAXCP = sys.maxunicode
 _SURROGATES = (0xD800, 0xDFFF)
@@ -180,10 +180,14 @@ def _utf8_sequences(ranges: Ranges) -> list[list[tuple[int, int]]]:
 # ---- Thompson NFA over bytes -----------------------------------------------------------------
 
 
+_LOOSE_REPEAT = 8  # a superset automaton counts repeats up to this many, then "or more"
+
+
 class _NFA:
-    def __init__(self) -> None:
+    def __init__(self, loose: bool = False) -> None:
         self.eps: list[list[int]] = []
         self.edges: list[list[tuple[int, int, int]]] = []  # (byte lo, byte hi, target)
+        self.loose = loose  # zero-width assertions always hold, lazy repeats as greedy: a superset
 
     def state(self) -> int:
         self.eps.append([])
@@ -232,7 +236,13 @@ class _NFA:
         if op is C.MAX_REPEAT:
             lo, hi, sub = av
             return self.repeat(lo, hi, sub, flags)
+        if self.loose and op in (C.AT, C.ASSERT, C.ASSERT_NOT):
+            state = self.state()  # taken as always true: the language can only grow
+            return state, state
         if op is C.MIN_REPEAT:
+            if self.loose:  # lazy or greedy, the same strings contain a match
+                lo, hi, sub = av
+                return self.repeat(lo, hi, sub, flags)
             raise RegexUnsupported("lazy quantifiers (*?, +?, ??) are not supported")
         if op is C.AT:
             raise RegexUnsupported(f"anchors ({av}) are not supported")
@@ -241,6 +251,10 @@ class _NFA:
         raise RegexUnsupported(f"regex feature {op} is not supported")
 
     def repeat(self, lo: int, hi: int, sub, flags: int) -> tuple[int, int]:
+        if self.loose and hi is not C.MAXREPEAT and hi > _LOOSE_REPEAT:  # {1,256} as {1,}: a superset, small
+            lo, hi = min(lo, _LOOSE_REPEAT), C.MAXREPEAT
+        elif self.loose and lo > _LOOSE_REPEAT:
+            lo = _LOOSE_REPEAT
         start = cur = self.state()
         for _ in range(lo):
             s, e = self.build(sub, flags)
@@ -283,6 +297,10 @@ def compile_byte_dfa(pattern: str, max_states: int = 20000) -> ByteDFA:
         raise RegexUnsupported(f"bad regex {pattern!r}: {e}") from e
     nfa = _NFA()
     start, final = nfa.build(list(parsed), parsed.state.flags)
+    return _determinize(nfa, start, final, max_states, pattern)
+
+
+def _determinize(nfa: _NFA, start: int, final: int, max_states: int, pattern: str) -> ByteDFA:
     first = nfa.closure([start])
     index = {first: 0}
     order = [first]
@@ -306,6 +324,63 @@ def compile_byte_dfa(pattern: str, max_states: int = 20000) -> ByteDFA:
         trans.append(row)
     accepting = {i for i, st in enumerate(order) if final in st}
     return _trim(trans, accepting)
+
+
+_ANYTHING = [(C.MAX_REPEAT, (0, C.MAXREPEAT, [(C.ANY, None)]))]  # .* (built with DOTALL)
+_STARTS = (C.AT_BEGINNING, C.AT_BEGINNING_STRING)
+_ENDS = (C.AT_END, C.AT_END_STRING)
+
+
+def search_superset_dfa(pattern: str, max_states: int = 2000) -> ByteDFA:
+    """A DFA over UTF-8 bytes accepting at least every string in which `pattern` finds a match
+    (`re.search`: JSON Schema's `pattern`). A superset, for proofs that two patterns share no
+    string: a leading `^` and a trailing `$` anchor it (`$` also before a final newline, as in
+    `re`); other zero-width assertions (`\\b`, lookarounds, anchors elsewhere) count as always
+    true, lazy repeats as greedy. Backreferences and large automata raise RegexUnsupported."""
+    try:
+        parsed = sre.parse(pattern, 0)
+    except (re.error, RecursionError, OverflowError) as e:
+        raise RegexUnsupported(f"bad regex {pattern!r}: {e}") from e
+    nodes, flags = list(parsed), parsed.state.flags
+    multiline = bool(flags & re.MULTILINE)  # ^ and $ then hold at every line: unanchored
+    anchored_start = bool(nodes) and nodes[0][0] is C.AT and nodes[0][1] in _STARTS and not multiline
+    anchored_end = bool(nodes) and nodes[-1][0] is C.AT and nodes[-1][1] in _ENDS and not multiline
+    body = nodes[int(anchored_start): len(nodes) - int(anchored_end)]
+    nfa = _NFA(loose=True)
+    pieces = [] if anchored_start else [nfa.build(_ANYTHING, re.DOTALL)]
+    pieces.append(nfa.build(body, flags))
+    pieces.append(nfa.build([(C.MAX_REPEAT, (0, 1, [(C.LITERAL, 10)]))], flags) if anchored_end else nfa.build(_ANYTHING, re.DOTALL))
+    for (_, end), (start, _) in zip(pieces, pieces[1:]):
+        nfa.eps[end].append(start)
+    return _determinize(nfa, pieces[0][0], pieces[-1][1], max_states, pattern)
+
+
+def _share_a_string(a: ByteDFA, b: ByteDFA, max_pairs: int) -> bool | None:
+    """Whether some byte string is accepted by both (None: undecided within max_pairs)."""
+    seen, todo = {(0, 0)}, [(0, 0)]
+    while todo:
+        x, y = todo.pop()
+        if x in a.accepting and y in b.accepting:
+            return True
+        row_a, row_b = a.trans[x], b.trans[y]
+        for byte in range(256):
+            pair = (row_a[byte], row_b[byte])
+            if pair[0] >= 0 and pair[1] >= 0 and pair not in seen:
+                if len(seen) >= max_pairs:
+                    return None
+                seen.add(pair)
+                todo.append(pair)
+    return False
+
+
+@lru_cache(maxsize=1024)
+def patterns_apart(first: str, second: str, max_pairs: int = 50000) -> bool:
+    """Conservative: no string matches both JSON Schema patterns (`re.search` each). False
+    where that cannot be shown (a backreference, automata over the budget, or a shared string)."""
+    try:
+        return _share_a_string(search_superset_dfa(first), search_superset_dfa(second), max_pairs) is False
+    except RegexUnsupported:
+        return False
 
 
 def _trim(trans: list[list[int]], accepting: set[int]) -> ByteDFA:

@@ -20,6 +20,7 @@ import re
 import sys
 from typing import Any
 
+from .byte_dfa import patterns_apart
 from .json_ir import ANY_JSON as _ANY, EMPTY, Grammar, Lit, Node, RecursiveGrammar, Ref, Rep, Rx, alt, opt, regex_size, seq
 from .json_merge import ANNOTATIONS, STRUCTURAL, at, canonical, clean, enum_values, merge, pointer, pointer_parts
 from .json_negation import APPLIES, NON_INTEGER_NUMBER, split, ways_to_fail
@@ -320,7 +321,7 @@ class _Translator:
             raise GrammarError(f"{key} at {where} must be a non-empty array")
         negated = False
         if key == "oneOf" and len(options) > 1:
-            options, negated = self.exclusive(options, where)
+            options, negated = self.exclusive(options, where, rest)
         nodes, empty = [], None
         overlap = f"oneOf at {where}: branches may overlap, so 'exactly one' is not expressible"
         narrowed_before = len(self.narrowed)
@@ -372,13 +373,14 @@ class _Translator:
             raise failure or _Empty(f"not at {pointer(path, 'not')}: every value of the enclosing schema matches the negated one")
         return alt(*nodes)
 
-    def exclusive(self, options: list[Any], where: str) -> tuple[list[Any], bool]:
+    def exclusive(self, options: list[Any], where: str, siblings: dict | None = None) -> tuple[list[Any], bool]:
         """oneOf as anyOf of disjoint branches, and whether they carry negations (whose refusal
         then means the branches may overlap). Disjoint branches stay as they are; finite ones keep
         the values in exactly one; otherwise branch i becomes B_i and not B_j for every j != i,
-        exact wherever those negations are expressible."""
+        exact wherever those negations are expressible. `siblings`: the keywords next to the
+        oneOf (their `type` and `required` hold for every branch's instances too)."""
         live = [o for o in options if o is not False]
-        if len(live) <= 1 or self.disjoint(live):
+        if len(live) <= 1 or self.disjoint(live, siblings):
             return live, False
         values = [enum_values(self.deref(o)) for o in live]
         if all(v is not None for v in values):  # finite branches: keep values in exactly one
@@ -400,18 +402,28 @@ class _Translator:
                 break
         return schema
 
-    def disjoint(self, options: list[Any]) -> bool:
-        """Conservative: no instance can match two of these schemas (checked pair by pair)."""
+    def disjoint(self, options: list[Any], siblings: dict | None = None) -> bool:
+        """Conservative: no instance can match two of these schemas (checked pair by pair).
+        `siblings`: the schema holding them, whose `type` and `required` every instance meets too."""
         resolved = [self.deref(o) for o in options]
         if not all(isinstance(o, dict) for o in resolved):
             return False
-        return all(self.apart(a, b) for i, a in enumerate(resolved) for b in resolved[i + 1 :])
+        siblings = siblings if isinstance(siblings, dict) else {}
+        context = (frozenset(_required(siblings)), self.kinds({"type": siblings["type"]}) if "type" in siblings else None)
+        return all(self.apart(a, b, *context) for i, a in enumerate(resolved) for b in resolved[i + 1 :])
 
-    def apart(self, a: dict, b: dict) -> bool:
-        """Conservative: no instance matches both `a` and `b`."""
+    def apart(self, a: dict, b: dict, required: frozenset[str] = frozenset(), types: set[str] | None = None, depth: int = 0) -> bool:
+        """Conservative: no instance matches both `a` and `b`, where every instance also has one
+        of the JSON `types` (None: any) and, as an object, the keys `required`."""
         ka, kb = self.kinds(a), self.kinds(b)
+        if types is not None:
+            ka, kb = (types if k is None else k & types for k in (ka, kb))
         if ka is not None and kb is not None and not ka & kb:
             return True
+        if ka is not None and kb is not None and ka | kb <= {"string"}:  # strings: patterns no string matches both
+            pa, pb = a.get("pattern"), b.get("pattern")
+            if isinstance(pa, str) and isinstance(pb, str) and patterns_apart(pa, pb):
+                return True
         for finite, other in ((a, b), (b, a)):  # an enum none of whose values the other admits
             values = enum_values(finite)
             if values is not None and not any(self.validates(v, other) for v in values):
@@ -423,9 +435,11 @@ class _Translator:
         for (one, kind), other in (((a, ka), b), ((b, kb), a)):  # one requires a key the other forbids
             if kind is not None and kind <= {"object"} and any(_forbids_key(other, name) for name in _required(one)):
                 return True
-        for name in set(a.get("required", [])) & set(b.get("required", [])):
-            va, vb = (_const_keys(self.deref(o.get("properties", {}).get(name))) for o in (a, b))
-            if va is not None and vb is not None and not va & vb:
+        if depth >= 8:
+            return False
+        for name in (set(_required(a)) | required) & (set(_required(b)) | required):  # a key both have, valued apart
+            va, vb = (self.deref(o["properties"].get(name)) if isinstance(o.get("properties"), dict) else None for o in (a, b))
+            if isinstance(va, dict) and isinstance(vb, dict) and self.apart(va, vb, depth=depth + 1):
                 return True
         return False
 
@@ -1046,11 +1060,6 @@ def _possible_types(s: dict) -> set[str] | None:
     if "type" not in s:
         return None
     return {("number" if x == "integer" else x) for x in _types_of(s["type"])}
-
-
-def _const_keys(s: Any) -> set[str] | None:
-    values = enum_values(s)
-    return None if values is None else {canonical(v) for v in values}
 
 
 def _json_type(value: Any) -> str:

@@ -266,9 +266,9 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
     known = VALIDATION | STRUCTURAL | ANNOTATIONS
     checks = _Translator(schema, "compact")
 
-    def disjoint(options: list) -> bool:
+    def disjoint(options: list, siblings: dict) -> bool:
         try:
-            return checks.disjoint(options)
+            return checks.disjoint(options, siblings)
         except (GrammarError, RecursionError):
             return False
 
@@ -365,7 +365,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         elif fmt is not None and ignored is not None and fmt not in NON_STRING_FORMATS:
             ignored.setdefault(f"format: {fmt}", pointer(path, "format"))
         one_of = out.get("oneOf")
-        if isinstance(one_of, list) and one_of and not disjoint(one_of):  # branch i and no other j
+        if isinstance(one_of, list) and one_of and not disjoint(one_of, out):  # branch i and no other j
             one_of = exclusive(one_of, out, not negated, path)
         if isinstance(one_of, list) and one_of:  # at most one branch can match
             del out["oneOf"]

@@ -13,6 +13,8 @@ import os
 
 import jsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from constrained_spec.grammar import GrammarError, Vocabulary, compile_json_schema
 from constrained_spec.grammar.json_schema import schema_to_grammar
@@ -119,6 +121,16 @@ CASES = [
         {"type": "object", "properties": {"record": {"type": "string"}, "expr": {}}, "required": ["record"], "additionalProperties": False},
         {"type": "object", "properties": {"alert": {"type": "string"}, "expr": {}}, "required": ["alert"], "additionalProperties": False}]},
      [{"record": "a"}, {"alert": "b", "expr": 1}], [{"record": "a", "alert": "b"}, {}, {"expr": 1}]),
+    # disjoint because no string matches two branches' patterns (their automata share no string),
+    # also where the key they discriminate on is required by the schema holding the oneOf
+    ("oneOf-patterns-apart", {"oneOf": [{"type": "string", "pattern": "\\.js$"}, {"type": "string", "pattern": "\\.css$"},
+                                        {"type": "string", "pattern": "^[0-9]+$"}]},
+     ["a.js", ".css", "123"], ["a.jsx", "x", 7]),
+    ("oneOf-patterns-of-a-required-key", {"type": "object", "required": ["out"], "oneOf": [
+        {"properties": {"out": {"type": "string", "pattern": "\\.js$"}, "map": {"type": "boolean"}}},
+        {"properties": {"out": {"type": "string", "pattern": "\\.css$"}, "colors": {"enum": ["hex"]}}}]},
+     [{"out": "a.js", "map": True}, {"out": "b.css", "colors": "hex"}, {"out": "a.js", "colors": 1}],
+     [{"out": "a.txt"}, {"out": "a.js", "map": 1}, {}]),
     ("not-type", {"type": ["integer", "string", "null"], "not": {"type": "string"}}, [1, None], [Raw('"x"')]),
     ("not-anyOf-with-false", {"type": "object", "not": {"anyOf": [{"required": ["a"]}, False]}}, [{}, {"b": 1}], [{"a": 1}]),
     ("not-required", {"type": "object", "properties": {"a": {"type": "integer"}}, "not": {"required": ["b"]}},
@@ -216,6 +228,43 @@ def test_branches_requiring_a_key_the_other_forbids_are_disjoint():
     assert type(compiled).__name__ == "LLGuidanceGrammar"
     for instance, expected in [(v, True) for v in valid] + [(v, False) for v in invalid]:
         assert _walk(compile_json_schema(schema, BYTES), schema, _text(instance)) == expected
+
+
+@pytest.mark.parametrize("first, second, apart", [
+    ("\\.js$", "\\.css$", True), ("^[~/][a-z/]+$", "^[a-z]+/[a-z.]+$", True), ("^https?://\\S+\\b$", "^[a-z]+/[a-z]+$", True),
+    ("^[nvx]+$", "abc", True), ("^\\d+$", "^[a-z]+$", True),
+    ("a", "b", False), ("^a", "b$", False), ("^a$", "^a\\n$", False),  # `$` also before a final newline
+    ("^\\d+$", "^[\u0660-\u0669]+$", False),  # \\d holds for Arabic-Indic digits in Python's re
+    ("^(?=x)a$", "^a$", False), ("^a{20}$", "^a{21}$", False),  # not shown (assertions, counts): not apart
+    ("^(a)\\1$", "^b$", False),  # a backreference: not shown
+])
+def test_patterns_apart_is_conservative(first, second, apart):
+    """Two patterns are apart only where no string matches both (each matched as `re.search`),
+    shown on automata that accept a superset of each pattern's strings."""
+    from constrained_spec.grammar.byte_dfa import patterns_apart
+
+    assert patterns_apart(first, second) is apart
+    assert patterns_apart(second, first) is apart
+
+
+PATTERN_POOL = ["\\.js$", "\\.css$", "^[0-9]+$", "^[a-z]+$", "^v[0-9]+(\\.[0-9]+)*$", "^[A-Z][a-z]*$", "^\\$\\{.+\\}$",
+                "^(on|off)$", "x-", "^[^/]+/[^/]+$", "^https?://", "\\bid\\b", "^.{2,3}$", "^[a-z]+-[0-9]{2}$", "[A-Z]{3}"]
+
+
+@settings(max_examples=150, derandomize=True, deadline=None)
+@given(st.sampled_from(PATTERN_POOL), st.sampled_from(PATTERN_POOL), st.data())
+def test_patterns_shown_apart_share_no_generated_string(first, second, data):
+    """Differential (hypothesis, 150 derandomized examples): strings generated to match one
+    pattern (hypothesis' from_regex, Python's re) never match the other where the pair is apart."""
+    import re
+
+    from constrained_spec.grammar.byte_dfa import patterns_apart
+
+    if not patterns_apart(first, second):
+        return
+    for one, other in ((first, second), (second, first)):
+        text = data.draw(st.from_regex(one))
+        assert re.search(one, text) and not re.search(other, text), (one, other, text)
 
 
 def test_overlapping_oneOf_narrowed_where_a_negation_is_not_expressible(caplog):

@@ -9,6 +9,7 @@ Regex fragments use only syntax that both Rust's regex crate and Python's `re` r
 
 from __future__ import annotations
 
+import math
 import zlib
 from dataclasses import dataclass, field
 
@@ -24,6 +25,7 @@ MAX_REGEX_CHARS = 1_000_000
 # Lark rewrites `?` and `( | )` inside one rule into that rule's alternatives, multiplying them
 # along a sequence: past this many, its grammar loader runs for minutes and gigabytes.
 MAX_LARK_ALTERNATIVES = 20_000
+BESIDE_SPLIT_ALTERNATIVES = 64  # an option beside recursive ones is split member by member up to this many
 
 
 class Node:
@@ -197,7 +199,11 @@ class Grammar:
             return count
         if isinstance(node, Alt):
             options = [o for o in node.options if o != EMPTY]
-            return min(sum(self._lark_alternatives(o, cyclic) for o in options) + (len(options) < len(node.options)), MAX_LARK_ALTERNATIVES + 1)
+            beside = any(self._has_cycle_ref(o, cyclic) for o in options)  # written by _lark_beside_split
+            counts = [math.prod(self._lark_alternatives(i, cyclic) for i in items)
+                      if beside and (items := self._split_items(o, cyclic)) is not None else self._lark_alternatives(o, cyclic)
+                      for o in options]
+            return min(sum(counts) + (len(options) < len(node.options)), MAX_LARK_ALTERNATIVES + 1)
         if isinstance(node, Rep):
             item = self._lark_alternatives(node.item, cyclic)
             if node.max is None:
@@ -252,11 +258,65 @@ class Grammar:
             return "(" + " ".join(self._lark(i, cyclic) for i in node.items) + ")"
         if isinstance(node, Alt):
             options = [o for o in node.options if o != EMPTY]
-            body = "(" + " | ".join(self._lark(o, cyclic) for o in options) + ")"
+            if any(self._has_cycle_ref(o, cyclic) for o in options):
+                body = "(" + " | ".join(self._lark_beside_split(o, cyclic) for o in options) + ")"
+            else:
+                body = "(" + " | ".join(self._lark(o, cyclic) for o in options) + ")"
             return body + "?" if len(options) < len(node.options) else body
         if isinstance(node, Rep):
             return self._lark_rep(node, cyclic)
         raise TypeError(f"unknown node {node!r}")
+
+    def _lark_beside_split(self, node: Node, cyclic: set[str]) -> str:
+        """An option of an alternation whose other options are split at recursive values is split
+        the same way at its own top level (each member, `{`, a discriminator key, `:`, its const,
+        `}` a terminal or an optional group of its own), or where that would make too many
+        alternatives, at its leading literals. Merged into one terminal, `"type":"panel"...}`
+        outran a sibling's `"type"` and died at `"type":"c`, past where our lexer can go back:
+        `{"type":"command"}` was refused."""
+        items = self._split_items(node, cyclic)
+        if items is not None:
+            return "(" + " ".join(self._lark(item, cyclic) for item in items) + ")"
+        lead, rest = self._leading_literals(node, cyclic)
+        if not lead:
+            return self._lark(node, cyclic)
+        return "(" + " ".join([_lark_regex(regex_escape(lit.text)) for lit in lead] + ([self._lark(seq(*rest), cyclic)] if rest else [])) + ")"
+
+    def _flat_items(self, node: Node) -> list[Node]:
+        items, todo = [], list(node.items) if isinstance(node, Seq) else [node]
+        while todo:
+            item = todo.pop(0)
+            if isinstance(item, Seq):
+                todo[:0] = item.items
+            elif item != EMPTY:
+                items.append(item)
+        return items
+
+    def _split_items(self, node: Node, cyclic: set[str]) -> list[Node] | None:
+        """The top-level items `_lark_beside_split` writes one by one, or None (kept whole, or
+        over BESIDE_SPLIT_ALTERNATIVES alternatives: its leading literals only)."""
+        if self._has_cycle_ref(node, cyclic) or self.nullable(node):
+            return None
+        items = self._flat_items(node)
+        count = 1
+        for item in items:
+            count *= self._lark_alternatives(item, cyclic)
+            if count > BESIDE_SPLIT_ALTERNATIVES:
+                return None
+        return items if len(items) > 1 else None
+
+    def _leading_literals(self, node: Node, cyclic: set[str]) -> tuple[list[Lit], list[Node]]:
+        """`node`'s leading literal items and the rest, where the rest is not nullable (a
+        nullable rest would add alternatives); else nothing to split off."""
+        if self._has_cycle_ref(node, cyclic) or self.nullable(node):
+            return [], []
+        items = self._flat_items(node)
+        lead = []
+        while items and isinstance(items[0], Lit):
+            lead.append(items.pop(0))
+        if items and self.nullable(seq(*items)):
+            return [], []
+        return lead, items
 
     def _lark_rep(self, node: Rep, cyclic: set[str]) -> str:
         # Expanded into ?, * and copies so any Lark engine reads it (no ~ ranges).

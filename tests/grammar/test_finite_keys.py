@@ -227,24 +227,30 @@ def test_pattern_reading_checks_itself(monkeypatch):
         json_key_sets.pattern_keys.cache_clear()
 
 
+def _mask_as_fresh(compiled, matcher, tokens: list[int], vocab) -> torch.Tensor:
+    """The walking matcher's mask, checked equal to that of a fresh matcher after the same tokens."""
+    mask, fresh_mask = new_bitmask(1, vocab.size), new_bitmask(1, vocab.size)
+    matcher.fill_bitmask(mask)
+    fresh = compiled.matcher()
+    for token in tokens:
+        fresh.accept_token(token)
+    fresh.fill_bitmask(fresh_mask)
+    assert torch.equal(mask, fresh_mask), f"the mask depends on the walk's history after {tokens}"
+    return mask
+
+
 def _history_free(compiled, vocab, rng: random.Random, steps: int) -> int:
     """A seeded random walk with rollbacks (1-4 tokens, one step in six, and wherever only EOS
     is left): every mask of the walking matcher (which keeps its verdicts while a key stays
     open) must equal the mask of a fresh matcher that only accepted the same tokens. Returns the
     masks compared."""
     matcher, tokens, compared, finished = compiled.matcher(), [], 0, False
-    mask, fresh_mask = new_bitmask(1, vocab.size), new_bitmask(1, vocab.size)
     for _ in range(steps):
         if tokens and (finished or rng.random() < 1 / 6):
             back = min(len(tokens), rng.randint(1, 4))
             matcher.rollback(back)
             del tokens[-back:]
-        matcher.fill_bitmask(mask)
-        fresh = compiled.matcher()
-        for token in tokens:
-            fresh.accept_token(token)
-        fresh.fill_bitmask(fresh_mask)
-        assert torch.equal(mask, fresh_mask), f"the mask depends on the walk's history after {tokens}"
+        mask = _mask_as_fresh(compiled, matcher, tokens, vocab)
         compared += 1
         allowed = unpack_bitmask(mask, vocab.size)[0].nonzero().flatten().tolist()
         choices = [t for t in allowed if t != vocab.eos_token_id]
@@ -291,7 +297,6 @@ def test_verdicts_kept_while_a_key_is_open_follow_that_key():
 
     def script(steps: list) -> None:
         matcher, tokens = compiled.matcher(), []
-        mask, fresh_mask = new_bitmask(1, vocab.size), new_bitmask(1, vocab.size)
         for step in steps:
             if isinstance(step, int):  # roll back this many tokens
                 matcher.rollback(step)
@@ -300,12 +305,7 @@ def test_verdicts_kept_while_a_key_is_open_follow_that_key():
                 for token in step:
                     matcher.accept_token(token)
                     tokens.append(token)
-            matcher.fill_bitmask(mask)
-            fresh = compiled.matcher()
-            for token in tokens:
-                fresh.accept_token(token)
-            fresh.fill_bitmask(fresh_mask)
-            assert torch.equal(mask, fresh_mask), f"mask after {bytes(t for t in tokens if t < 256)!r} depends on the history"
+            _mask_as_fresh(compiled, matcher, tokens, vocab)
 
     text = lambda data: list(data)  # noqa: E731
     script([text(b'{"ab":1,"'), text(b"a"), text(b"b"), text(b"c"), text(b'":2,"'), text(b"a")])

@@ -11,6 +11,7 @@ import torch
 
 __all__ = [
     "bitmask_width",
+    "clear_token",
     "count_allowed",
     "TokenSet",
     "new_bitmask",
@@ -32,6 +33,12 @@ def count_allowed(words: np.ndarray) -> int:
     if hasattr(np, "bitwise_count"):  # numpy >= 2
         return int(np.bitwise_count(words).sum())
     return int(np.unpackbits(words.view(np.uint8)).sum())
+
+
+def clear_token(words: np.ndarray, token_id: int) -> None:
+    """Remove `token_id` from the packed mask row `words` (uint32 numpy `[ceil(V/32)]`)."""
+    word = token_id >> 5
+    words[word] = words.item(word) & ~(1 << (token_id & 31))  # Python ints: a third faster than numpy scalars
 
 
 class TokenSet:
@@ -63,7 +70,7 @@ class TokenSet:
         """Clear every id's bit in `words` (uint32 numpy `[ceil(V/32)]`, in place)."""
         if self._listed is not None:
             for t in self._listed:
-                words[t >> 5] = words.item(t >> 5) & ~(1 << (t & 31))
+                clear_token(words, t)
             return
         if self._cleared is None:
             held, where = np.unique(self._word, return_inverse=True)

@@ -293,15 +293,14 @@ def _remember(witnesses: dict, level: int, prefix: bytes, found: bytes) -> None:
 
 
 @lru_cache(maxsize=4096)
-def _starting_with(tables: KeyPrefixTables, data: bytes) -> np.ndarray:
-    return np.array(tables.sorted.starting_with(data), dtype=np.int64)
+def _starting_with(tables: KeyPrefixTables, data: bytes) -> TokenSet:
+    return TokenSet(tables.sorted.starting_with(data))
 
 
 def _proven_now(words: np.ndarray, tables: KeyPrefixTables, data: bytes, prefix: bytes, used: list[bytes]) -> bool:
     """Whether a longer token allowed now (the same bytes, then more) shows the key at `prefix`
     leaving the used keys' trie or closing a key not used: alive without asking the grammar."""
-    ids = _starting_with(tables, data)
-    for token_id in ids[(words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1 == 1].tolist():
+    for token_id in _starting_with(tables, data).allowed_in(words):
         extra = tables.token_bytes[token_id][len(data):]
         if not extra or b"\\" in extra:
             continue

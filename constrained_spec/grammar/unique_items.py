@@ -34,10 +34,10 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from ..bitmask import count_allowed, new_bitmask
+from ..bitmask import TokenSet, clear_token, count_allowed, new_bitmask
 from .json_merge import VALIDATION
 from .protocol import CompiledGrammar, GrammarError, GrammarMatcher
-from .unique_keys import clear_token, decode_key
+from .unique_keys import decode_key
 from .vocabulary import SortedTokens, Vocabulary, sorted_tokens
 
 __all__ = ["ItemSites", "UniqueItemsGrammar", "UniqueItemsMatcher", "item_key"]
@@ -310,19 +310,19 @@ def _advance(sites: ItemSites, state: _State, text: bytes | bytearray, data: byt
 
 
 class _Tables(NamedTuple):
-    """What the masks need to know of a vocabulary's tokens (int64 id arrays)."""
-    structural: np.ndarray  # tokens holding `" , ] }`: where an item can end
-    digits: np.ndarray  # tokens holding a digit: where a number can become a repeat
-    growth: np.ndarray  # tokens starting with a digit, '.', 'e' or 'E': a number going on
-    numeric: np.ndarray  # tokens starting with a number character (growth and '+', '-')
+    """What the masks need to know of a vocabulary's tokens."""
+    structural: TokenSet  # tokens holding `" , ] }`: where an item can end
+    digits: TokenSet  # tokens holding a digit: where a number can become a repeat
+    growth: TokenSet  # tokens starting with a digit, '.', 'e' or 'E': a number going on
+    numeric: TokenSet  # tokens starting with a number character (growth and '+', '-')
     by_bytes: dict[bytes, list[int]]
     longest: int
     ordered: SortedTokens  # tokens starting with given bytes
     escapes: list[tuple[int, bytes]]  # single-byte tokens that end nothing (a way out of a repeat)
-    closing_more: np.ndarray  # tokens with `" , ] }` after their first `"`: they close a string and go on
+    closing_more: TokenSet  # tokens with `" , ] }` after their first `"`: they close a string and go on
     scratch: threading.local  # a mask row per thread for _way_out
-    brackets: np.ndarray  # tokens holding `]` or `}`: the only ones that can complete an open container
-    quoted_brackets: np.ndarray  # those with the `]` or `}` after a `"`: the only ones from inside a string
+    brackets: TokenSet  # tokens holding `]` or `}`: the only ones that can complete an open container
+    quoted_brackets: TokenSet  # those with the `]` or `}` after a `"`: the only ones from inside a string
 
 
 @lru_cache(maxsize=8)
@@ -345,7 +345,7 @@ def _token_tables(vocab: Vocabulary) -> _Tables:
             numeric.append(i)
         by_bytes.setdefault(data, []).append(i)
         longest = max(longest, len(data))
-    as_ids = lambda ids: np.array(ids, dtype=np.int64)  # noqa: E731
+    as_ids = TokenSet
     escapes = [(by_bytes[bytes((b,))][0], bytes((b,))) for b in _ESCAPE_BYTES if bytes((b,)) in by_bytes]
     closing_more = [i for data, ids in by_bytes.items() for i in ids
                     if b'"' in data and any(c in data.split(b'"', 1)[1] for c in b'",]}')]
@@ -364,13 +364,6 @@ def _mask_words(matcher: GrammarMatcher, scratch: threading.local | None = None)
             mask = scratch.mask = new_bitmask(1, matcher.vocab_size)
     matcher.fill_bitmask(mask)
     return mask[0].numpy().view(np.uint32)
-
-
-def _allowed(words: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """The ids among `ids` whose bit is set in the packed row `words` (uint32 `[W]`)."""
-    if ids.size == 0:
-        return ids
-    return ids[((words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1).astype(bool)]
 
 
 class UniqueItemsGrammar:
@@ -484,7 +477,7 @@ class UniqueItemsMatcher:
         tokens = {t for t in tokens if (words[t >> 5] >> (t & 31)) & 1}
         # and those that may end an item or a number (the only ones a repeat can be masked at)
         tables = self._grammar.tables
-        tokens |= set(_allowed(words, tables.structural).tolist()) | set(_allowed(words, tables.digits).tolist())
+        tokens |= set(tables.structural.allowed_in(words)) | set(tables.digits.allowed_in(words))
         if count_allowed(words) > len(tokens):
             return True  # a token that leaves every earlier item's text and ends nothing
         return any(not self._blocked(state, text, t, matcher, depth) for t in tokens)
@@ -492,7 +485,7 @@ class UniqueItemsMatcher:
     def _number_goes_on(self, state: _State, text: bytes, matcher: GrammarMatcher, depth: int) -> bool:
         """Whether some token the grammar allows to go on with the number is not removed."""
         words = _mask_words(matcher)
-        return any(not self._blocked(state, text, t, matcher, depth) for t in _allowed(words, self._grammar.tables.growth).tolist())
+        return any(not self._blocked(state, text, t, matcher, depth) for t in self._grammar.tables.growth.allowed_in(words))
 
     def _along(self, rest: bytes) -> set[int]:
         """Ids of the tokens that are a prefix of `rest` or start with it."""
@@ -512,7 +505,7 @@ class UniqueItemsMatcher:
                     return True  # cannot follow it: assume it can grow (keeps the token)
                 matcher.accept_token(by_bytes[forced[:size]][0])
                 forced = forced[size:]
-        return _allowed(_mask_words(matcher), self._grammar.tables.growth).size > 0
+        return bool(self._grammar.tables.growth.allowed_in(_mask_words(matcher)))
 
     def _candidates(self, state: _State, words: np.ndarray) -> set[int]:
         """The allowed tokens `_blocked` may remove: those holding `" , ] }` or a digit, those
@@ -536,7 +529,7 @@ class UniqueItemsMatcher:
             if in_item_string and not any(b"\\" in e for e in (item, *earlier)):
                 # without escapes equal strings are equal text: only a token along an earlier
                 # item can close a repeat, only one with structure after its quote reach further
-                found |= set(_allowed(words, tables.closing_more).tolist())
+                found |= set(tables.closing_more.allowed_in(words))
                 if not frame.open_ended:
                     for e in earlier:
                         if e.startswith(item):
@@ -557,16 +550,16 @@ class UniqueItemsMatcher:
             if frame.open_ended:
                 continue
             if any(d[0][0] == "n" for d in frame.done):
-                found |= set(_allowed(words, tables.digits).tolist())
+                found |= set(tables.digits.allowed_in(words))
                 if item[:1] in (b"", b"-", *(bytes((d,)) for d in b"0123456789")):  # 2 == 2.0 == 2e0
-                    found |= set(_allowed(words, tables.numeric).tolist())
+                    found |= set(tables.numeric.allowed_in(words))
             for e in earlier:
                 if e.startswith(item):
                     found |= {i for i in self._along(e[len(item):]) if (words[i >> 5] >> (i & 31)) & 1}
         if structural:
-            found |= set(_allowed(words, tables.structural).tolist())
+            found |= set(tables.structural.allowed_in(words))
         elif completing:  # (from inside a string a token must close it first)
-            found |= set(_allowed(words, tables.quoted_brackets if state.in_string else tables.brackets).tolist())
+            found |= set((tables.quoted_brackets if state.in_string else tables.brackets).allowed_in(words))
         return found
 
     def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:

@@ -25,12 +25,12 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from ..bitmask import TokenSet
+from ..bitmask import TokenSet, clear_token
 from .finite_keys import dead_key_tokens, is_dead, key_prefix_tables, key_target
 from .protocol import CompiledGrammar, GrammarError, GrammarMatcher
 from .vocabulary import SortedTokens, Vocabulary, sorted_tokens
 
-__all__ = ["UniqueKeysGrammar", "UniqueKeysMatcher", "clear_token", "decode_key"]
+__all__ = ["UniqueKeysGrammar", "UniqueKeysMatcher", "decode_key"]
 
 # State: (stack, in_string, escaped, key) where stack is a tuple of frames, a frame is None (an
 # array) or (keys: frozenset[str], key_next: bool), and key is the raw bytes of the key being read
@@ -117,8 +117,8 @@ def _escaped_closers(vocab: Vocabulary) -> list[int]:
 
 
 @lru_cache(maxsize=8)
-def _escape_tables(vocab: Vocabulary) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """For keys held to plain escapes, packed masks `[ceil(V/32)]` uint32 and id lists `[n]`:
+def _escape_tables(vocab: Vocabulary) -> tuple[np.ndarray, TokenSet, np.ndarray, TokenSet, TokenSet]:
+    """For keys held to plain escapes, packed masks `[ceil(V/32)]` uint32 and token sets:
     the tokens that keep a key's escapes plain when it is not inside one (all but `\\_`,
     `\\'`, ... : whether a token escapes oddly before its first quote does not depend on the
     key so far); the tokens holding a backslash; the tokens that may follow a backslash in a key
@@ -138,7 +138,8 @@ def _escape_tables(vocab: Vocabulary) -> tuple[np.ndarray, np.ndarray, np.ndarra
     odd = ids(lambda b: b"\\" in b and _advance(inside, b, True) is _DUPLICATE)
     plain = ~packed(odd)
     after = packed(ids(lambda b: b[0] in _PLAIN_ESCAPES or b[0] == 0x75))
-    return plain, ids(lambda b: b"\\" in b), after, ids(lambda b: b[0] == 0x75), ids(lambda b: chr(b[0]) in "0123456789abcdefABCDEF")
+    return (plain, TokenSet(ids(lambda b: b"\\" in b)), after, TokenSet(ids(lambda b: b[0] == 0x75)),
+            TokenSet(ids(lambda b: chr(b[0]) in "0123456789abcdefABCDEF")))
 
 
 @lru_cache(maxsize=8)
@@ -161,12 +162,6 @@ def _closing_tokens(keys: frozenset, typed: bytes, tokens: SortedTokens) -> Toke
                 return None
             closing += tokens.starting_with(raw[len(typed):] + b'"')
     return TokenSet(closing)
-
-
-def clear_token(words: np.ndarray, token_id: int) -> None:
-    """Remove `token_id` from the packed mask row `words` (uint32 `[W]`)."""
-    word = token_id >> 5
-    words[word] = words.item(word) & ~(1 << (token_id & 31))  # Python ints: a third faster than numpy scalars
 
 
 class UniqueKeysGrammar:
@@ -266,7 +261,7 @@ class UniqueKeysMatcher:
             candidates.append(grammar._hex_start)
         token_bytes = grammar.vocab.token_bytes
         for ids in candidates:
-            for token_id in ids[(words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1 == 1].tolist():
+            for token_id in ids.allowed_in(words):
                 if _advance(state, token_bytes[token_id], True) is _DUPLICATE:
                     clear_token(words, token_id)
 

@@ -261,16 +261,17 @@ def test_narrowed_candidates_mask_as_checking_every_allowed_token(schema, dead_e
     jsonschema."""
     import numpy as np
 
+    from constrained_spec.bitmask import TokenSet
     from constrained_spec.grammar import unique_items
 
     narrowed = compile_json_schema(schema, vocab)
     assert isinstance(narrowed, UniqueItemsGrammar)
     every = UniqueItemsGrammar(narrowed.inner, vocab, schema)  # not compile_json_schema: that one is cached
     original = unique_items.UniqueItemsMatcher._candidates
-    ids = np.arange(vocab.size, dtype=np.int64)
+    every_token = TokenSet(np.arange(vocab.size, dtype=np.int64))
 
     def candidates(self, state, words):
-        return set(unique_items._allowed(words, ids).tolist()) if self._grammar is every else original(self, state, words)
+        return set(every_token.allowed_in(words)) if self._grammar is every else original(self, state, words)
 
     monkeypatch.setattr(unique_items.UniqueItemsMatcher, "_candidates", candidates)
     matchers = [narrowed.matcher(), every.matcher()]

@@ -9,7 +9,6 @@ Regex fragments use only syntax that both Rust's regex crate and Python's `re` r
 
 from __future__ import annotations
 
-import math
 import zlib
 from dataclasses import dataclass, field
 
@@ -200,8 +199,7 @@ class Grammar:
         if isinstance(node, Alt):
             options = [o for o in node.options if o != EMPTY]
             beside = any(self._has_cycle_ref(o, cyclic) for o in options)  # written by _lark_beside_split
-            counts = [math.prod(self._lark_alternatives(i, cyclic) for i in items)
-                      if beside and (items := self._split_items(o, cyclic)) is not None else self._lark_alternatives(o, cyclic)
+            counts = [split[1] if beside and (split := self._split_items(o, cyclic)) is not None else self._lark_alternatives(o, cyclic)
                       for o in options]
             return min(sum(counts) + (len(options) < len(node.options)), MAX_LARK_ALTERNATIVES + 1)
         if isinstance(node, Rep):
@@ -274,13 +272,18 @@ class Grammar:
         alternatives, at its leading literals. Merged into one terminal, `"type":"panel"...}`
         outran a sibling's `"type"` and died at `"type":"c`, past where our lexer can go back:
         `{"type":"command"}` was refused."""
-        items = self._split_items(node, cyclic)
-        if items is not None:
-            return "(" + " ".join(self._lark(item, cyclic) for item in items) + ")"
-        lead, rest = self._leading_literals(node, cyclic)
-        if not lead:
+        split = self._split_items(node, cyclic)
+        if split is not None:
+            return "(" + " ".join(self._lark(item, cyclic) for item in split[0]) + ")"
+        if self._has_cycle_ref(node, cyclic) or self.nullable(node):
             return self._lark(node, cyclic)
-        return "(" + " ".join([_lark_regex(regex_escape(lit.text)) for lit in lead] + ([self._lark(seq(*rest), cyclic)] if rest else [])) + ")"
+        rest = self._flat_items(node)
+        lead = []
+        while rest and isinstance(rest[0], Lit):
+            lead.append(_lark_regex(regex_escape(rest.pop(0).text)))
+        if not lead or (rest and self.nullable(seq(*rest))):  # a nullable rest would add alternatives: kept whole
+            return self._lark(node, cyclic)
+        return "(" + " ".join(lead + ([self._lark(seq(*rest), cyclic)] if rest else [])) + ")"
 
     def _flat_items(self, node: Node) -> list[Node]:
         items, todo = [], list(node.items) if isinstance(node, Seq) else [node]
@@ -292,9 +295,9 @@ class Grammar:
                 items.append(item)
         return items
 
-    def _split_items(self, node: Node, cyclic: set[str]) -> list[Node] | None:
-        """The top-level items `_lark_beside_split` writes one by one, or None (kept whole, or
-        over BESIDE_SPLIT_ALTERNATIVES alternatives: its leading literals only)."""
+    def _split_items(self, node: Node, cyclic: set[str]) -> tuple[list[Node], int] | None:
+        """The top-level items `_lark_beside_split` writes one by one and the alternatives they
+        make, or None (kept whole, or over BESIDE_SPLIT_ALTERNATIVES: its leading literals only)."""
         if self._has_cycle_ref(node, cyclic) or self.nullable(node):
             return None
         items = self._flat_items(node)
@@ -303,20 +306,7 @@ class Grammar:
             count *= self._lark_alternatives(item, cyclic)
             if count > BESIDE_SPLIT_ALTERNATIVES:
                 return None
-        return items if len(items) > 1 else None
-
-    def _leading_literals(self, node: Node, cyclic: set[str]) -> tuple[list[Lit], list[Node]]:
-        """`node`'s leading literal items and the rest, where the rest is not nullable (a
-        nullable rest would add alternatives); else nothing to split off."""
-        if self._has_cycle_ref(node, cyclic) or self.nullable(node):
-            return [], []
-        items = self._flat_items(node)
-        lead = []
-        while items and isinstance(items[0], Lit):
-            lead.append(items.pop(0))
-        if items and self.nullable(seq(*items)):
-            return [], []
-        return lead, items
+        return (items, count) if len(items) > 1 else None
 
     def _lark_rep(self, node: Rep, cyclic: set[str]) -> str:
         # Expanded into ?, * and copies so any Lark engine reads it (no ~ ranges).

@@ -108,7 +108,7 @@ class LLGuidanceMatcher:
         self._inner = inner
         self._num_tokens = num_tokens
         self._eos = eos  # 0: not accepted, 1: accepted by us (inner had stopped), 2: consumed by inner
-        self._checked: tuple = (None, None)  # (the last bitmask whose layout was checked, its shape)
+        self._checked: tuple = (None, None)  # (the last CPU bitmask checked contiguous, its shape, its row stride)
 
     @property
     def vocab_size(self) -> int:

@@ -17,7 +17,9 @@ only for forcing, so the longest-match stand-in below is all llguidance needs.
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import re
 from collections.abc import Sequence
 from functools import lru_cache
@@ -211,13 +213,99 @@ def compile_llguidance(kind: str, spec: Any, vocab: Vocabulary, whitespace: str 
             options = {"item_separator": item, "key_separator": key, "whitespace_flexible": flexible}
             if not isinstance(spec, (dict, bool)):
                 raise GrammarError(f"json_schema must be an object or a boolean, got {type(spec).__name__}")
-            schema = dict(spec, **{"x-guidance": options}) if isinstance(spec, dict) else spec
+            schema = dict(_without_unknown_metaschemas(spec), **{"x-guidance": options}) if isinstance(spec, dict) else spec
             grammar = "start: %json " + json.dumps(schema)  # as Lark: where no_forcing can be set
         else:
             raise GrammarError(f"unknown llguidance constraint kind {kind!r}")
     except (ValueError, TypeError) as exc:
         raise GrammarError(f"llguidance cannot read this {kind}: {exc}") from exc
     return LLGuidanceGrammar(_without_forcing(grammar), vocab)
+
+
+# keywords whose value maps names to schemas, and those whose value is data, not a schema
+_NAME_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"})
+_DATA = frozenset({"enum", "const", "default", "examples", "required", "dependentRequired"})
+
+
+_METASCHEMAS = {f"http://json-schema.org/draft-0{n}/schema" for n in (3, 4, 6, 7)} | {
+    f"https://json-schema.org/draft/{year}/schema" for year in ("2019-09", "2020-12")}
+
+
+def _metaschema(uri: str) -> str | None:
+    """A draft's URI as llguidance knows it (`https://json-schema.org/draft-07/schema#` is
+    draft 7), or None for a URI that names no draft."""
+    uri = uri.strip().rstrip("#")
+    uri = re.sub(r"^https?://json-schema\.org/draft-", "http://json-schema.org/draft-", uri)
+    uri = re.sub(r"^https?://json-schema\.org/draft/", "https://json-schema.org/draft/", uri)
+    return uri + "#" if uri in _METASCHEMAS else None
+
+
+def _schema_keys_mapped(node: Any, fn: Callable[[str, Any], Any]) -> Any:
+    """`node` with each keyword of each schema object replaced by `fn(keyword, value)` (left out
+    where that is _LEFT_OUT); property names and data (enum, const, ...) are not keywords."""
+    if isinstance(node, list):
+        return [_schema_keys_mapped(v, fn) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for key, value in node.items():
+        if key in _DATA:
+            out[key] = value
+        elif key in _NAME_MAPS and isinstance(value, dict):
+            out[key] = {name: _schema_keys_mapped(v, fn) for name, v in value.items()}
+        elif (mapped := fn(key, value)) is not _LEFT_OUT:
+            out[key] = _schema_keys_mapped(mapped, fn)
+    return out
+
+
+_LEFT_OUT = object()
+
+
+def _without_unknown_metaschemas(node: Any) -> Any:
+    """`node` with every `$schema` spelled as llguidance knows it, or left out where it names
+    no draft. llguidance tries to fetch a `$schema` URI it does not know (Snowplow's iglucentral
+    URI, `https://` spellings of draft 7, `http://json-schema.org/schema#`) and refuses the
+    schema. Without one it reads the schema as 2020-12, as Python's jsonschema does for a URI
+    it does not know; the keywords read the same in every draft on both engines (items as an
+    array, boolean exclusiveMinimum: json_merge.clean), only `$id` resolution depends on it."""
+
+    def known(key: str, value: Any) -> Any:
+        if key == "$schema" and isinstance(value, str):
+            return _LEFT_OUT if _metaschema(value) is None else _metaschema(value)
+        return value
+
+    return _schema_keys_mapped(node, known)
+
+
+def _same_schema(a: Any, b: Any) -> bool:
+    """Whether two schemas are written alike but for annotations (title, description, ...)."""
+    def bare(node: Any) -> str:
+        return json.dumps(_schema_keys_mapped(node, lambda k, v: _LEFT_OUT if k in ANNOTATIONS else v), sort_keys=True)
+
+    return bare(a) == bare(b)
+
+
+def _pattern_twins_as_true(node: dict) -> None:
+    """A declared property whose schema is that of a patternProperties entry matching its name
+    (ANS: `by` and `^[a-zA-Z0-9_]*`, both "authors or references") must meet it twice; as `true`
+    it meets it once, the same. llguidance intersects the two and refuses that where they
+    reference a cycle ("circular references with sibling keys")."""
+    props, patterns = node.get("properties"), node.get("patternProperties")
+    if not isinstance(props, dict) or not isinstance(patterns, dict):
+        return
+    twins = {}
+    for name, sub in props.items():
+        if not name.isascii():  # where Python's re and the schema's ECMA regex surely agree
+            continue
+        for pattern, other in patterns.items():
+            try:
+                matches = re.search(pattern, name) is not None
+            except re.error:
+                return
+            if matches and sub is not True and _same_schema(sub, other):
+                twins[name] = True
+    if twins:
+        node["properties"] = {**props, **twins}
 
 
 # keywords whose value is one schema, a list of schemas, or a name -> schema map
@@ -248,9 +336,9 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
     closed_objects means for our compiler). None: a format under oneOf/not/contains/a condition
     (a narrower pattern there makes a wider whole); closing where one node at a time could widen
     or empty the language (_UNSAFE, a required key that is not declared); a fractional multipleOf
-    (llguidance reads decimals, validators binary floats: 0.3 is no multiple of 0.1 for
-    jsonschema). Whatever a returned schema admits, `schema` admits. ignored: filled with
-    keyword -> JSON pointer for keywords that constrain nothing (llguidance ignores them too).
+    other than 10^-k (_decimal_reading_agrees). Whatever a returned schema admits, `schema`
+    admits. ignored: filled with keyword -> JSON pointer for keywords that constrain nothing
+    (llguidance ignores them too).
 
     What llguidance refuses, rewritten as our compiler reads it: a oneOf whose branches are
     disjoint (json_schema's check: types, enums, a const discriminator) is an anyOf. uniqueItems
@@ -332,6 +420,23 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         except (GrammarError, RecursionError):
             return True  # let our compiler say what is wrong
 
+    def implied_type(node: dict) -> bool:
+        """Whether the `type` beside an anyOf/oneOf of references says nothing its branches do
+        not (ANS: `{"type": "object", "anyOf": [{"$ref": author}, {"$ref": reference}]}`):
+        llguidance refuses a reference into a cycle with sibling keywords."""
+        kinds = node.get("type")
+        options = [o for k in ("anyOf", "oneOf") if isinstance(node.get(k), list) for o in node[k]]
+        if kinds is None or not any(isinstance(o, dict) and "$ref" in o for o in options):
+            return False
+        named = {kinds} if isinstance(kinds, str) else set(kinds) if isinstance(kinds, list) else None
+        if not named or "integer" in named and "number" not in named:  # checks.kinds counts integers as numbers
+            return False
+        try:
+            within = checks.kinds({"type": kinds})
+            return all((found := checks.kinds(o)) is not None and found <= within for o in options)
+        except (GrammarError, RecursionError):
+            return False
+
     def rewrite(node: Any, path: str, negated: bool) -> Any:
         nonlocal unsafe
         if not isinstance(node, dict):
@@ -340,8 +445,11 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
             for key in node.keys() - known:
                 ignored.setdefault(key, pointer(path, key))
         out = _names_as_properties(dict(node), closed_objects, checks.deref)
+        if implied_type(out):
+            del out["type"]
+        _pattern_twins_as_true(out)
         conditions = _dependencies_as_conditions(out)  # llguidance has neither, nor `not`:
-        conditions += _min_properties_as_condition(out)
+        conditions += _property_counts_as_key_sets(out) + _min_properties_as_condition(out)
         positive = negation(out["not"], {k: v for k, v in out.items() if k != "not"}, not negated, pointer(path, "not")) if "not" in out else None
         if positive is not None:
             del out["not"]
@@ -385,7 +493,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
             if narrowed is not None:
                 narrowed.setdefault(pointer(path, "uniqueItems"), "arrays of at most one item")
         step = out.get("multipleOf")
-        if isinstance(step, float) and not step.is_integer():
+        if isinstance(step, float) and not step.is_integer() and not _decimal_reading_agrees(step):
             unsafe = True
         if closed_objects and (_UNSAFE & set(out) or (({"$ref", "anyOf"} & set(out)) and _OBJECT_KEYWORDS & set(out))):
             unsafe = True
@@ -422,6 +530,17 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
 
     rewritten = rewrite(schema, "", False)
     return None if unsafe else rewritten
+
+
+def _decimal_reading_agrees(step: float) -> bool:
+    """Whether llguidance reads a fractional multipleOf as our compiler does: for 10^-k both
+    take numbers written with at most k decimal places (the specification's decimal reading:
+    19.99 is a multiple of 0.01; Python's jsonschema divides binary floats and says no). Other
+    steps go to our compiler, which refuses them by name (llguidance reads 0.25 as two places
+    and refuses 2.5)."""
+    from .json_schema import _decimal_places  # noqa: PLC0415 (the compiler's own test)
+
+    return _decimal_places(step) is not None
 
 
 def _holds(node: Any, keyword: str) -> bool:
@@ -473,6 +592,34 @@ def _without_contains(node: Any) -> Any:
     if isinstance(out.get("allOf"), list) and any(p is False for p in out["allOf"]):
         return False
     return None if _holds(out, "contains") else out
+
+
+MAX_KEY_SETS = 64
+
+
+def _property_counts_as_key_sets(node: dict) -> list[Any]:
+    """min/maxProperties of an object that admits only its declared keys, as "one of these key
+    sets" (Snowplow's enrichment inputs: `placeholder` and exactly one of `pojo`/`json`): the
+    count is the required keys plus the optional ones present, so each set of optional keys whose
+    count fits is a branch requiring them and forbidding the rest (exact). Up to MAX_KEY_SETS
+    branches; popped from `node`, returned for an allOf. Otherwise left as they are."""
+    least, most = node.get("minProperties", 0), node.get("maxProperties")
+    props, required = node.get("properties", {}), node.get("required", [])
+    if most is None or node.get("additionalProperties", True) is not False or "patternProperties" in node:
+        return []
+    if not isinstance(props, dict) or not isinstance(required, list) or not set(required) <= set(props):
+        return []
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (least, most)):
+        return []
+    optional = [name for name, sub in props.items() if sub is not False and name not in required]
+    counts = range(max(least - len(set(required)), 0), min(most - len(set(required)), len(optional)) + 1)
+    if sum(math.comb(len(optional), k) for k in counts) > MAX_KEY_SETS:
+        return []
+    node.pop("minProperties", None)
+    del node["maxProperties"]
+    branches = [{"required": [*dict.fromkeys(required), *chosen], "properties": {name: False for name in optional if name not in chosen}}
+                for k in counts for chosen in itertools.combinations(optional, k)]
+    return [{"anyOf": branches or [{"type": ["null", "boolean", "number", "string", "array"]}]}]  # no count fits: no object
 
 
 def _min_properties_as_condition(node: dict) -> list[Any]:

@@ -78,11 +78,109 @@ def test_finite_unique_items_on_llguidance_where_ours_refuses():
 @pytest.mark.parametrize("schema,options", [
     ({"type": "integer"}, {"strict": True}),  # our keyword check
     ({"type": "integer"}, {"whitespace": "flexible"}),  # ours bounds whitespace runs
-    ({"type": "number", "multipleOf": 0.01}, {}),  # llguidance: decimal, validators: binary floats
     ({"allOf": [{"properties": {"a": {}}}, {"required": ["a"]}]}, {"closed_objects": True}),  # closing a merged schema
 ])
 def test_native_where_llguidance_would_read_the_schema_differently(schema, options):
     assert not isinstance(engine_of(compile_json_schema(schema, BYTES, **options)), LLGuidanceGrammar)
+
+
+def _accepts(compiled, text: str) -> bool:
+    """Byte by byte, then EOS (no jsonschema check of the prefixes: it reads multipleOf in binary)."""
+    matcher = compiled.matcher()
+    for byte in text.encode():
+        if matcher.validate_tokens([byte]) != 1:
+            return False
+        matcher.accept_token(byte)
+    return matcher.validate_tokens([BYTES.eos_token_id]) == 1
+
+
+@pytest.mark.parametrize("uri", [
+    "http://iglucentral.com/schemas/com.snowplowanalytics.self-desc/schema/jsonschema/1-0-0#",
+    "https://json-schema.org/draft-07/schema#", "http://json-schema.org/schema#"])
+def test_metaschema_uris_llguidance_would_fetch_stay_on_llguidance(uri):
+    # llguidance tried to fetch these URIs and refused the schema: every Snowplow schema went to
+    # our compiler (bounded strings over 256 characters refused there). A property named
+    # $schema is a property, not the keyword.
+    schema = {"$schema": uri, "type": "object", "additionalProperties": False,
+              "properties": {"$schema": {"type": "string", "maxLength": 300}, "n": {"$schema": uri, "type": "integer"},
+                             "items": {"type": "array", "items": [{"type": "integer"}], "additionalItems": False}},
+              "required": ["$schema"]}
+    compiled = compile_json_schema(schema, BYTES)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    for text in ('{"$schema":"x","n":3}', '{"$schema":"","items":[1]}', '{"$schema":"a","n":-1,"items":[]}'):
+        assert _walk(compiled, schema, text), text
+    for text in ('{"n":3}', '{"$schema":1}', '{"$schema":"x","n":"3"}', '{"$schema":"x","items":[1,2]}', '{"$schema":"x","m":1}'):
+        assert not _walk(compiled, schema, text), text
+
+
+@pytest.mark.parametrize("counts", [{"minProperties": 2, "maxProperties": 2}, {"maxProperties": 2}, {"minProperties": 3, "maxProperties": 4}])
+def test_property_counts_of_a_closed_object_on_llguidance(counts):
+    # Snowplow's enrichment inputs: `placeholder` and exactly one of `pojo`/`json`. llguidance
+    # refuses min/maxProperties beside optional keys, our compiler a maxProperties below the
+    # declared count; as key sets, llguidance takes it. Every key subset in declared order (and
+    # pairs in other orders that lack `p`, or start with it: required keys come first) against
+    # jsonschema.
+    import itertools
+
+    schema = {"type": "array", "items": {"type": "object", "additionalProperties": False, "required": ["p"],
+                                         "properties": {"p": {"type": "integer"}, "a": {"type": "string"}, "b": {}, "c": {"type": "null"}}, **counts}}
+    compiled = compile_json_schema(schema, BYTES)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    values = {"p": "1", "a": '"x"', "b": "[]", "c": "null"}
+    for n in range(5):
+        pairs = [keys for keys in itertools.permutations("pabc", 2) if keys[1] != "p"]
+        for keys in itertools.chain(itertools.combinations("pabc", n), pairs):
+            text = "[{" + ",".join(f'"{k}":{values[k]}' for k in keys) + "}]"
+            assert _walk(compiled, schema, text) == _valid(schema, text), text
+    assert not _walk(compiled, schema, '[{"p":1,"d":2}]')
+
+
+def test_property_counts_no_closed_object_meets_leave_other_types():
+    schema = {"type": ["object", "string"], "properties": {"p": {}, "a": {}}, "additionalProperties": False,
+              "required": ["p"], "minProperties": 3, "maxProperties": 3}
+    compiled = compile_json_schema(schema, BYTES)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    assert _walk(compiled, schema, '"x"')
+    for text in ('{"p":1,"a":2}', '{"p":1}', '{}', '1'):
+        assert not _walk(compiled, schema, text), text
+
+
+def test_cyclic_references_beside_a_type_or_a_twin_pattern_on_llguidance():
+    # The Washington Post's ANS credits: items `{"type": "object", "anyOf": [author, reference]}`
+    # (the type says nothing the branches do not) under a property `by` whose schema is also
+    # that of a patternProperties entry matching `by`. llguidance refused both ("circular
+    # references with sibling keys") and left it to our compiler (slower, and refusing the real
+    # ANS schemas); the type left out and the twin as `true` are the same language.
+    credits = {"type": "array", "items": {"type": "object", "anyOf": [{"$ref": "#/$defs/author"}, {"$ref": "#/$defs/ref"}]}}
+    schema = {"$ref": "#/$defs/credits", "$defs": {
+        "author": {"type": "object", "additionalProperties": False,
+                   "properties": {"name": {"type": "string"}, "credits": {"$ref": "#/$defs/credits"}}},
+        "ref": {"type": "object", "properties": {"type": {"const": "reference"}}, "required": ["type"], "additionalProperties": False},
+        "credits": {"type": "object", "properties": {"by": {"title": "By", **credits}}, "patternProperties": {"^[a-z_]*": credits}}}}
+    compiled = compile_json_schema(schema, BYTES)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    for text in ('{"by":[{"name":"a"}]}', '{"by":[{"type":"reference"}],"x_y":[]}', '{"by":[{"name":"a","credits":{"by":[],"Q":[{}]}}]}', '{}'):
+        assert _walk(compiled, schema, text), text
+    for text in ('{"by":[1]}', '{"by":[{"name":1}]}', '{"Ab":1}', '{"by":{}}', '{"by":[{"type":"x"}]}', '{"by":[{"credits":{"z":[2]}}]}'):
+        assert not _walk(compiled, schema, text), text
+
+
+def test_fractional_multiple_of_on_llguidance_where_both_read_it_alike():
+    # 10^-k: at most k decimal places for llguidance and for our compiler (which refuses bounds
+    # beside it, so such schemas were refused); other steps are read apart (llguidance takes
+    # 0.25 as two places and refuses 2.5; jsonschema: 0.9 / 0.3 != 3), our compiler refuses them
+    for schema, good, bad in (
+            ({"type": "number", "multipleOf": 0.01, "minimum": 0, "maximum": 100}, ["19.99", "0.5", "100", "7"], ["1.005", "-0.01", "100.01"]),
+            ({"type": "number", "multipleOf": 0.001}, ["1.005", "-2", "0.1"], ["0.0005", "1e-3"])):
+        compiled = compile_json_schema(schema, BYTES)
+        assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+        for text in good:
+            assert _accepts(compiled, text), (schema, text)
+        for text in bad:
+            assert not _accepts(compiled, text), (schema, text)
+    for step in (0.25, 0.3):
+        with pytest.raises(GrammarError, match="multipleOf"):
+            compile_json_schema({"type": "number", "multipleOf": step}, BYTES)
 
 
 def test_date_with_own_pattern_and_length_on_llguidance():

@@ -20,8 +20,9 @@ _EXPONENT = r"[eE][+-]?[0-9]+"
 NUMBER = INTEGER + f"(?:{_FRACTION})?(?:{_EXPONENT})?"
 # one character of a JSON string body: plain (no quote, backslash or control) or an escape
 PLAIN_CHAR = r'[^"\\\x00-\x1F]'  # a character written as itself (no escape)
-# (\\u escapes of surrogates are left out: a pair is one character to JSON schema but two here)
-STRING_CHAR = PLAIN_CHAR + r'|\\["\\/bfnrt]|\\u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2})'
+# (a surrogate pair, \\ud83d\\ude00, is one unit: one character to JSON schema; a lone surrogate is left out)
+STRING_CHAR = PLAIN_CHAR + (r'|\\["\\/bfnrt]|\\u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2})'
+                            r'|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}')
 # one character written the way json.dumps(..., ensure_ascii=False) writes it: every character has
 # exactly one spelling, so "this key is not one of the declared names" is a question about text
 _SHORT_ESCAPES = ['\\"', "\\\\", "\\b", "\\f", "\\n", "\\r", "\\t"]

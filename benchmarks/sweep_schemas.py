@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import signal
 import sys
 import time
@@ -100,7 +101,12 @@ def _decimal_multiple_of(validator: Any, step: float, instance: Any, schema: dic
 
 
 def _validator(schema: Any) -> Any:
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    """jsonschema's validator for the schema's draft; without a `$schema` it knows (Snowplow's
+    self-describing URI: drafts 4-7 in practice), draft 7, or draft 4 where a bound is a boolean
+    exclusiveMinimum/Maximum (jsonschema's 2020-12 crashes on items as an array)."""
+    text = json.dumps(schema)
+    old = jsonschema.Draft4Validator if re.search(r'"exclusive(Min|Max)imum": (true|false)', text) else jsonschema.Draft7Validator
+    cls = jsonschema.validators.validator_for(schema, default=old)
     cls = jsonschema.validators.extend(cls, {"multipleOf": _decimal_multiple_of})
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
@@ -144,7 +150,7 @@ class Walker:
         return "cut", tokens
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> Counter:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--kubernetes", type=Path, help="the kubernetes-validate wheel")
@@ -153,7 +159,7 @@ def main() -> None:
     parser.add_argument("--walks", type=int, default=2, help="walks per schema (each kind)")
     parser.add_argument("--max-tokens", type=int, default=200)
     parser.add_argument("--xgrammar", action="store_true", help="also the completeness walks (xgrammar's outputs fed to ours)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     from constrained_spec.bitmask import new_bitmask
     from constrained_spec.grammar import GrammarError, compile_json_schema
@@ -254,6 +260,7 @@ def main() -> None:
               f"{1e3 * max(compile_times):.0f} ms; mask p50 / p99: {1e6 * _percentile(mask_times, 0.5):.1f} / {1e6 * _percentile(mask_times, 0.99):.0f} us")
     for reason, n in reasons.most_common():
         print(f"  {n:4d} refused: {reason}")
+    return counts
 
 
 if __name__ == "__main__":

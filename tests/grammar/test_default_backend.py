@@ -3,6 +3,7 @@ otherwise, never a wider language than the schema's (compiler._llguidance_or_nat
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from pathlib import Path
@@ -120,18 +121,16 @@ def test_property_counts_of_a_closed_object_on_llguidance(counts):
     # declared count; as key sets, llguidance takes it. Every key subset in declared order (and
     # pairs in other orders that lack `p`, or start with it: required keys come first) against
     # jsonschema.
-    import itertools
-
     schema = {"type": "array", "items": {"type": "object", "additionalProperties": False, "required": ["p"],
                                          "properties": {"p": {"type": "integer"}, "a": {"type": "string"}, "b": {}, "c": {"type": "null"}}, **counts}}
     compiled = compile_json_schema(schema, BYTES)
     assert isinstance(engine_of(compiled), LLGuidanceGrammar)
     values = {"p": "1", "a": '"x"', "b": "[]", "c": "null"}
-    for n in range(5):
-        pairs = [keys for keys in itertools.permutations("pabc", 2) if keys[1] != "p"]
-        for keys in itertools.chain(itertools.combinations("pabc", n), pairs):
-            text = "[{" + ",".join(f'"{k}":{values[k]}' for k in keys) + "}]"
-            assert _walk(compiled, schema, text) == _valid(schema, text), text
+    subsets = [keys for n in range(5) for keys in itertools.combinations("pabc", n)]
+    pairs = [keys for keys in itertools.permutations("pabc", 2) if keys[1] != "p"]
+    for keys in subsets + pairs:
+        text = "[{" + ",".join(f'"{k}":{values[k]}' for k in keys) + "}]"
+        assert _walk(compiled, schema, text) == _valid(schema, text), text
     assert not _walk(compiled, schema, '[{"p":1,"d":2}]')
 
 

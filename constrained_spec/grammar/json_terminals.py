@@ -105,6 +105,8 @@ def _same_length(lo: str, hi: str) -> str:
         return lo
     if len(lo) == 1:
         return f"[{lo}-{hi}]"
+    if lo == "0" * len(lo) and hi == "9" * len(hi):  # every string: without this, 2^n branches
+        return f"[0-9]{{{len(lo)}}}"
     if lo[0] == hi[0]:
         return lo[0] + _group(_same_length(lo[1:], hi[1:]))
     rest = len(lo) - 1
@@ -125,12 +127,17 @@ def _nonneg_range(lo: int, hi: int | None) -> str | None:
         return None
     parts = []
     top = len(str(hi)) if hi is not None else len(str(lo))
+    full: list[int] = []  # lengths whose every number is in range, written as one piece
     for length in range(len(str(lo)), top + 1):
         first = 10 ** (length - 1) if length > 1 else 0
         a = max(lo, first)
         b = 10**length - 1 if hi is None else min(hi, 10**length - 1)
-        if a <= b:
+        if length > 1 and (a, b) == (first, 10**length - 1):
+            full.append(length)
+        elif a <= b:
             parts.append(_same_length(str(a), str(b)))
+    if full:  # consecutive: only the shortest and the longest lengths can be partial
+        parts.append(f"[1-9][0-9]{{{full[0] - 1},{full[-1] - 1}}}")
     if hi is None:
         parts.append(f"[1-9][0-9]{{{top},}}")
     return "|".join(parts)

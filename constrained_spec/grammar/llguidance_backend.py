@@ -450,6 +450,12 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         _pattern_twins_as_true(out)
         conditions = _dependencies_as_conditions(out)  # llguidance has neither, nor `not`:
         conditions += _property_counts_as_key_sets(out) + _min_properties_as_condition(out)
+        wide = _wide_number_bounds(out)
+        if wide is not None:  # a narrowing: under a negation it would widen the whole
+            unsafe = unsafe or negated
+            conditions.append(wide)
+            if narrowed is not None:
+                narrowed.setdefault(at(path), f"numbers beyond {WIDE_NUMBER:g} in magnitude only as integers, within 64 bits")
         positive = negation(out["not"], {k: v for k, v in out.items() if k != "not"}, not negated, pointer(path, "not")) if "not" in out else None
         if positive is not None:
             del out["not"]
@@ -592,6 +598,47 @@ def _without_contains(node: Any) -> Any:
     if isinstance(out.get("allOf"), list) and any(p is False for p in out["allOf"]):
         return False
     return None if _holds(out, "contains") else out
+
+
+WIDE_NUMBER = 1e17  # llguidance builds float ranges up to about here (probed: 1e17 yes, 2^63 no)
+# and integer ranges within 64 bits whose bounds survive a trip through a float (probed: a
+# minimum of -(2^63 - 1) is read as -2^63 and refused; -(2^63 - 1024) is a float)
+INT_RANGE = (-(2**63 - 1024), 2**63 - 1)
+_BOUNDS = {"minimum": max, "exclusiveMinimum": max, "maximum": min, "exclusiveMaximum": min}
+
+
+def _wide_number_bounds(node: dict) -> dict | None:
+    """Numbers bounded beyond WIDE_NUMBER (Snowplow: `maximum: 9223372036854775807`), which
+    llguidance refuses ("Failed to generate regex for float range"), as "a number within
+    WIDE_NUMBER, or an integer within INT_RANGE, in the bounds" (integers bounded beyond
+    INT_RANGE: within it): a narrowing (non-integers beyond 1e17 in magnitude, integers beyond
+    64 bits). Bounds popped from `node` (its `type` too), the anyOf returned for an allOf; None
+    where no bound is that wide or `multipleOf` is there."""
+    kinds = node.get("type")
+    types = [kinds] if isinstance(kinds, str) else kinds if isinstance(kinds, list) else []
+    bounds = {k: node[k] for k in _BOUNDS if isinstance(node.get(k), (int, float)) and not isinstance(node.get(k), bool)}
+    low, high = (-WIDE_NUMBER, WIDE_NUMBER) if "number" in types else INT_RANGE
+    if not {"number", "integer"} & set(types) or "multipleOf" in node or all(low <= v <= high for v in bounds.values()):
+        return None
+    parts: list[dict] = [{"type": [t for t in types if t not in ("number", "integer")]}]
+    for kind, (low, high) in (("number", (-WIDE_NUMBER, WIDE_NUMBER)), ("integer", INT_RANGE)):
+        if kind == "number" and "number" not in types:
+            continue
+        part: dict = {"type": kind}
+        for key, value in bounds.items():
+            lower = _BOUNDS[key] is max
+            if value > high if lower else value < low:
+                part = {}  # the whole range lies outside: no such number
+                break
+            part[key] = max(value, low) if lower else min(value, high)
+            if kind == "integer":
+                part[key] = int(part[key])
+        if part:
+            parts.append(part)
+    for key in bounds:
+        del node[key]
+    del node["type"]
+    return {"anyOf": [p for p in parts if p.get("type") != []] or [False]}
 
 
 MAX_KEY_SETS = 64

@@ -164,6 +164,21 @@ def test_cyclic_references_beside_a_type_or_a_twin_pattern_on_llguidance():
         assert not _walk(compiled, schema, text), text
 
 
+def test_numbers_bounded_beyond_llguidance_float_ranges():
+    # Snowplow's `maximum: 9223372036854775807` on numbers: llguidance builds no float range that
+    # wide and refused the schema. Now "a number within 1e17, or an integer within 64 bits":
+    # non-integers beyond 1e17 are a narrowing (listed on the log); nothing invalid gets in.
+    schema = {"type": "object", "properties": {"n": {"type": ["number", "null"], "minimum": 0, "maximum": 9223372036854775807},
+                                               "m": {"type": "number", "exclusiveMinimum": -1e300}}}
+    compiled = compile_json_schema(schema, BYTES)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    for text in ('{"n":12.5}', '{"n":null}', '{"n":9223372036854775807}', '{"n":0,"m":-3.5}', '{"n":123456789012345678}'):
+        assert _walk(compiled, schema, text), text
+    for text in ('{"n":-1}', '{"n":9223372036854775808}', '{"n":"x"}', '{"n":-0.5}', '{"m":null}'):
+        assert not _walk(compiled, schema, text), text
+    assert not _accepts(compiled, '{"n":123456789012345678.5}')  # valid: the narrowing
+
+
 def test_fractional_multiple_of_on_llguidance_where_both_read_it_alike():
     # 10^-k: at most k decimal places for llguidance and for our compiler (which refuses bounds
     # beside it, so such schemas were refused); other steps are read apart (llguidance takes

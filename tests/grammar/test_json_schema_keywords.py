@@ -66,6 +66,9 @@ CASES = [
      [[5], [1, 7], [7, 1, 2]], [[], [1, 2], [1, "x", 6]]),
     ("multipleOf-integer", {"type": "integer", "multipleOf": 5}, [0, 5, -10, 1235], [1, 12, -3]),
     ("multipleOf-bounded", {"type": "integer", "multipleOf": 3, "minimum": 0, "maximum": 20}, [0, 3, 18], [1, 21, -3]),
+    # a 13-digit bound: the digit ranges split in two at every digit before (a 212 KB regex)
+    ("bound-of-13-digits", {"type": "number", "exclusiveMinimum": -1e12, "maximum": 10**12}, [-5.5, 0, 12, 10**11, 10**12],
+     [10**12 + 1, -10**12, "x", None]),
     ("multipleOf-decimal", {"type": "number", "multipleOf": 0.01}, [1, 1.25, -0.5], [Raw("1.255"), Raw("0.001")]),
     ("uniqueItems-finite", {"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True},
      [[], ["a"], ["b", "a"]], [["a", "a"], ["c"]]),

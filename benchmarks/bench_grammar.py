@@ -66,6 +66,18 @@ def _with_timeout(seconds: float, fn: Callable[[], Any]) -> Any:
         signal.signal(signal.SIGALRM, previous)
 
 
+def load_vocabulary() -> tuple[Any, Any]:
+    """SmolLM2's tokenizer (from the converted model's cache, else through a model load) and our Vocabulary of it."""
+    from transformers import AutoTokenizer
+
+    from constrained_spec.grammar import Vocabulary
+    from constrained_spec.models import DEFAULT_MODEL, cache_dir, load_model
+
+    folder = cache_dir() / f"{DEFAULT_MODEL}-float32"
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True) if (folder / "tokenizer.json").is_file() else load_model(verbose=False).tokenizer
+    return tokenizer, Vocabulary.from_tokenizer(tokenizer)
+
+
 def _bit(mask: torch.Tensor, token: int) -> bool:
     return bool((int(mask[0, token // 32]) >> (token % 32)) & 1)
 
@@ -277,14 +289,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         print_table(rows)
         return rows
 
-    from transformers import AutoTokenizer
-
-    from constrained_spec.grammar import Vocabulary
-    from constrained_spec.models import DEFAULT_MODEL, cache_dir, load_model
-
-    folder = cache_dir() / f"{DEFAULT_MODEL}-float32"
-    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True) if (folder / "tokenizer.json").is_file() else load_model(verbose=False).tokenizer
-    vocab = Vocabulary.from_tokenizer(tokenizer)
+    tokenizer, vocab = load_vocabulary()
 
     def encode(text: str) -> list[int] | None:
         ids = tokenizer.encode(text, add_special_tokens=False)

@@ -23,7 +23,6 @@ import argparse
 import json
 import random
 import re
-import signal
 import sys
 import time
 import zipfile
@@ -35,7 +34,7 @@ import jsonschema
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_grammar import _bit, _percentile, _Timeout, _with_timeout  # noqa: E402
+from bench_grammar import _bit, _percentile, _Timeout, _with_timeout, load_vocabulary  # noqa: E402
 
 KUBERNETES_FOLDER = "kubernetes_validate/kubernetes-json-schema/v1.37.0-local-strict/"
 
@@ -111,17 +110,6 @@ def _validator(schema: Any) -> Any:
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
-def _load_vocabulary() -> tuple[Any, Any]:
-    from transformers import AutoTokenizer
-
-    from constrained_spec.grammar import Vocabulary
-    from constrained_spec.models import DEFAULT_MODEL, cache_dir, load_model
-
-    folder = cache_dir() / f"{DEFAULT_MODEL}-float32"
-    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True) if (folder / "tokenizer.json").is_file() else load_model(verbose=False).tokenizer
-    return tokenizer, Vocabulary.from_tokenizer(tokenizer)
-
-
 class Walker:
     """Seeded random walks through a mask: uniform or shortest allowed tokens, EOS with probability 1/2."""
 
@@ -165,7 +153,7 @@ def main(argv: list[str] | None = None) -> Counter:
     from constrained_spec.grammar import GrammarError, compile_json_schema
     from constrained_spec.grammar.compiler import clear_cache
 
-    tokenizer, vocab = _load_vocabulary()
+    tokenizer, vocab = load_vocabulary()
     mask, walker = new_bitmask(1, vocab.size), Walker(vocab, args.max_tokens)
     schemas = (kubernetes_schemas(args.kubernetes) if args.kubernetes else snowplow_schemas(args.snowplow) if args.snowplow
                else folder_schemas(args.folder))

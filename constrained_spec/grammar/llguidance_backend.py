@@ -277,12 +277,9 @@ def _without_unknown_metaschemas(node: Any) -> Any:
     return _schema_keys_mapped(node, known)
 
 
-def _same_schema(a: Any, b: Any) -> bool:
-    """Whether two schemas are written alike but for annotations (title, description, ...)."""
-    def bare(node: Any) -> str:
-        return json.dumps(_schema_keys_mapped(node, lambda k, v: _LEFT_OUT if k in ANNOTATIONS else v), sort_keys=True)
-
-    return bare(a) == bare(b)
+def _bare(node: Any) -> str:
+    """A schema's text without annotations (title, description, ...): equal texts, equal schemas."""
+    return json.dumps(_schema_keys_mapped(node, lambda k, v: _LEFT_OUT if k in ANNOTATIONS else v), sort_keys=True)
 
 
 def _pattern_twins_as_true(node: dict) -> None:
@@ -293,17 +290,17 @@ def _pattern_twins_as_true(node: dict) -> None:
     props, patterns = node.get("properties"), node.get("patternProperties")
     if not isinstance(props, dict) or not isinstance(patterns, dict):
         return
+    try:
+        compiled = [(re.compile(pattern), _bare(other)) for pattern, other in patterns.items()]
+    except re.error:
+        return
     twins = {}
     for name, sub in props.items():
-        if not name.isascii():  # where Python's re and the schema's ECMA regex surely agree
+        if sub is True or not name.isascii():  # ASCII: where Python's re and the schema's ECMA regex surely agree
             continue
-        for pattern, other in patterns.items():
-            try:
-                matches = re.search(pattern, name) is not None
-            except re.error:
-                return
-            if matches and sub is not True and _same_schema(sub, other):
-                twins[name] = True
+        matching = {text for pattern, text in compiled if pattern.search(name)}
+        if matching and _bare(sub) in matching:
+            twins[name] = True
     if twins:
         node["properties"] = {**props, **twins}
 
@@ -617,8 +614,8 @@ def _wide_number_bounds(node: dict) -> dict | None:
     kinds = node.get("type")
     types = [kinds] if isinstance(kinds, str) else kinds if isinstance(kinds, list) else []
     bounds = {k: node[k] for k in _BOUNDS if isinstance(node.get(k), (int, float)) and not isinstance(node.get(k), bool)}
-    low, high = (-WIDE_NUMBER, WIDE_NUMBER) if "number" in types else INT_RANGE
-    if not {"number", "integer"} & set(types) or "multipleOf" in node or all(low <= v <= high for v in bounds.values()):
+    fits = (-WIDE_NUMBER, WIDE_NUMBER) if "number" in types else INT_RANGE  # what llguidance builds
+    if not {"number", "integer"} & set(types) or "multipleOf" in node or all(fits[0] <= v <= fits[1] for v in bounds.values()):
         return None
     parts: list[dict] = [{"type": [t for t in types if t not in ("number", "integer")]}]
     for kind, (low, high) in (("number", (-WIDE_NUMBER, WIDE_NUMBER)), ("integer", INT_RANGE)):

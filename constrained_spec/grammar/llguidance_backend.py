@@ -210,7 +210,10 @@ def compile_llguidance(kind: str, spec: Any, vocab: Vocabulary, whitespace: str 
             grammar = llguidance.LLMatcher.grammar_from_lark(spec)
         elif kind == "json_schema":
             item, key, flexible = _SEPARATORS[whitespace]
-            options = {"item_separator": item, "key_separator": key, "whitespace_flexible": flexible}
+            # general escapes: a string value with no pattern, format, enum or const may spell any
+            # character as `\uXXXX` (json.dumps' default ensure_ascii=True writes them)
+            options = {"item_separator": item, "key_separator": key, "whitespace_flexible": flexible,
+                       "json_allow_general_unicode_escapes": True}
             if not isinstance(spec, (dict, bool)):
                 raise GrammarError(f"json_schema must be an object or a boolean, got {type(spec).__name__}")
             schema = dict(_without_unknown_metaschemas(spec), **{"x-guidance": options}) if isinstance(spec, dict) else spec

@@ -85,6 +85,21 @@ def test_native_where_llguidance_would_read_the_schema_differently(schema, optio
     assert not isinstance(engine_of(compile_json_schema(schema, BYTES, **options)), LLGuidanceGrammar)
 
 
+def test_escaped_characters_in_free_strings_on_llguidance():
+    """json.dumps' default (ensure_ascii=True) writes every non-ASCII character as `\\uXXXX`, a
+    surrogate pair beyond U+FFFF: accepted in strings without pattern, format, enum or const, a
+    pair counted as one character as JSON Schema counts; a lone surrogate is refused."""
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 3}, "note": {"type": "string"}},
+              "required": ["name"], "additionalProperties": False}
+    compiled = compile_json_schema(schema, BYTES)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    for value in [{"name": "\u00e9\U0001F600a", "note": "na\u00efve \u2014 \u0000"}, {"name": "\u00e9"}, {"name": ""}]:
+        for ascii_only in (True, False):
+            assert _accepts(compiled, json.dumps(value, separators=(",", ":"), ensure_ascii=ascii_only)), (value, ascii_only)
+    for text in [json.dumps({"name": "\u00e9\U0001F600ab"}, separators=(",", ":")), '{"name":"\\ud83d"}', '{"name":"\\u00e"}']:
+        assert not _accepts(compiled, text), text
+
+
 def _accepts(compiled, text: str) -> bool:
     """Byte by byte, then EOS (no jsonschema check of the prefixes: it reads multipleOf in binary)."""
     matcher = compiled.matcher()
@@ -271,6 +286,9 @@ def test_suite_sound():
                 ok = compiled is not None and _accepts(compiled, text)
                 if ok and not test["valid"]:
                     invalid_accepted.append((path.name, case["description"], test["description"]))
+                escaped = json.dumps(test["data"], separators=(",", ":"))  # json.dumps' default: \uXXXX
+                if escaped != text and compiled is not None and _accepts(compiled, escaped) and not test["valid"]:
+                    invalid_accepted.append((path.name, case["description"], test["description"], "escaped"))
                 accepted += ok and test["valid"]
                 native_accepted += native is not None and test["valid"] and _accepts(native, text)
     assert invalid_accepted == []

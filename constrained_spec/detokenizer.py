@@ -15,11 +15,30 @@ a stop string (all of it once the text has ended).
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Callable, Iterable, Sequence
 
-__all__ = ["Detokenizer"]
+__all__ = ["ByteDecoder", "Detokenizer"]
 
 _UNFINISHED = "\ufffd"  # what decoding shows for bytes of a character still to come
+
+
+class ByteDecoder:
+    """`decode` for a byte-level tokenizer, where a text's bytes are its tokens' bytes joined
+    (invalid UTF-8 shown as U+FFFD): a Detokenizer given one decodes each token once, through
+    an incremental UTF-8 decoder, instead of re-decoding windows (two tokenizer calls a push).
+    token_bytes[i]: token i's bytes; None (and ids past the table) for tokens that decode to
+    nothing, as special tokens do with `skip_special_tokens=True`."""
+
+    def __init__(self, token_bytes: Sequence[bytes | None]) -> None:
+        self.token_bytes = [b or b"" for b in token_bytes]
+
+    def bytes_of(self, token_ids: Iterable[int]) -> bytes:
+        table, size = self.token_bytes, len(self.token_bytes)
+        return b"".join(table[t] for t in token_ids if 0 <= t < size)
+
+    def __call__(self, token_ids: Sequence[int]) -> str:
+        return self.bytes_of(token_ids).decode("utf-8", "replace")
 
 
 class Detokenizer:
@@ -40,6 +59,9 @@ class Detokenizer:
         self._window_start = 0  # tokens [_window_start, _decoded) are decoded again for context
         self._decoded = 0  # tokens before this index are in the text
         self._partial = 0  # characters of an unfinished window already in the text
+        # a ByteDecoder: bytes in, text out as characters complete (no windows)
+        self._bytes = decode if isinstance(decode, ByteDecoder) else None
+        self._utf8 = codecs.getincrementaldecoder("utf-8")("replace") if self._bytes is not None else None
 
     @property
     def text(self) -> str:
@@ -68,8 +90,8 @@ class Detokenizer:
 
     def finish(self) -> None:
         """The request is over: decode what waits for more bytes (as U+FFFD if it never came)."""
-        if not self.stopped and self._decoded < len(self.token_ids):
-            self._decode_window(final=True)
+        if not self.stopped and (self._decoded < len(self.token_ids) or self._bytes is not None):
+            self._decode_window(final=True)  # (a ByteDecoder's decoder may hold bytes of a character)
         self.stopped = True
 
     def delta(self) -> str:
@@ -83,6 +105,11 @@ class Detokenizer:
     # ---- internals ----
 
     def _decode_window(self, final: bool) -> None:
+        if self._bytes is not None:
+            data = self._bytes.bytes_of(self.token_ids[self._decoded :])
+            self._decoded = len(self.token_ids)
+            self._append(self._utf8.decode(data, final))
+            return
         start, decoded = self._window_start, self._decoded
         known = self._decode(self.token_ids[start:decoded]) if decoded > start else ""
         new = self._decode(self.token_ids[start:])[len(known) :]

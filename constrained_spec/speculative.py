@@ -426,7 +426,8 @@ class Engine:
         if all(p.bitmask is None for p in plans) and not limited:
             return None
         width = bitmask_width(vocab)
-        packed = torch.cat([_fit_width(p.bitmask, len(p.draft) + 1, width) for p in plans])  # [D + B, W]
+        parts = [_fit_width(p.bitmask, len(p.draft) + 1, width) for p in plans]
+        packed = parts[0].contiguous() if len(parts) == 1 else torch.cat(parts)  # [D + B, W] (a plan's rows are its own)
         if limited:
             packed &= _limit_words(self.vocabulary_limit, width)
         return upload(packed, device)

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from constrained_spec.detokenizer import Detokenizer
+from constrained_spec.detokenizer import ByteDecoder, Detokenizer
 
 EOS = 0
 # Byte tokens: ASCII words, whole multi-byte characters, and their bytes one or two at a time.
@@ -33,9 +33,13 @@ def reference(ids, stop):
     return decode(ids), len(ids)
 
 
-def run(ids, stop, rng):
+# the same function twice: decoded by windows, and (ByteDecoder) byte by byte
+DECODERS = {"windows": decode, "bytes": ByteDecoder(TOKEN_BYTES)}
+
+
+def run(ids, stop, rng, decoder=decode):
     """Push ids in chunks of random size, one token at a time; read deltas after each chunk."""
-    detok = Detokenizer(decode, stop, eos_token_id=EOS)
+    detok = Detokenizer(decoder, stop, eos_token_id=EOS)
     deltas, i = [], 0
     while i < len(ids) and not detok.stopped:
         chunk = rng.randrange(1, 4)
@@ -50,8 +54,9 @@ def run(ids, stop, rng):
     return detok, "".join(deltas)
 
 
+@pytest.mark.parametrize("kind", DECODERS)
 @pytest.mark.parametrize("seed", range(300))
-def test_matches_decoding_the_whole_sequence(seed):
+def test_matches_decoding_the_whole_sequence(seed, kind):
     rng = random.Random(seed)
     ids = [rng.randrange(1, len(TOKEN_BYTES)) for _ in range(rng.randrange(0, 40))]
     if rng.random() < 0.2:
@@ -65,14 +70,15 @@ def test_matches_decoding_the_whole_sequence(seed):
     if rng.random() < 0.3:
         stop.append("never here")
     expected, consumed = reference(ids, stop)
-    detok, streamed = run(ids, stop, rng)
+    detok, streamed = run(ids, stop, rng, DECODERS[kind])
     assert streamed == expected
     assert detok.text == expected
     assert len(detok.token_ids) == consumed
 
 
-def test_unfinished_character_is_held_then_completed():
-    detok = Detokenizer(decode)
+@pytest.mark.parametrize("kind", DECODERS)
+def test_unfinished_character_is_held_then_completed(kind):
+    detok = Detokenizer(DECODERS[kind])
     euro_start, euro_end = TOKEN_BYTES.index(b"\xe2\x82"), TOKEN_BYTES.index(b"\xac")
     detok.push([1, euro_start])
     assert detok.delta() == "a"  # the half character is not shown
@@ -80,8 +86,9 @@ def test_unfinished_character_is_held_then_completed():
     assert detok.delta() == "€"
 
 
-def test_a_possible_stop_start_is_held_back_until_decided():
-    detok = Detokenizer(decode, stop=["</stop>"])
+@pytest.mark.parametrize("kind", DECODERS)
+def test_a_possible_stop_start_is_held_back_until_decided(kind):
+    detok = Detokenizer(DECODERS[kind], stop=["</stop>"])
     detok.push([TOKEN_BYTES.index(b"x<")])
     assert detok.delta() == "x"  # "<" may begin "</stop>"
     detok.push([TOKEN_BYTES.index(b"a")])
@@ -119,13 +126,19 @@ def test_real_tokenizer_round_trip():
         tokenizer = AutoTokenizer.from_pretrained(cache_dir() / f"{DEFAULT_MODEL}-float32", local_files_only=True)
     except Exception as exc:  # noqa: BLE001 - the default model is optional here
         pytest.skip(f"default tokenizer not available: {exc}")
+    from constrained_spec.engine_setup import text_decoder
+    from constrained_spec.grammar import Vocabulary
+
     text = "Hé said: « 42 € » 😀 — naïve café\n{\"k\": [1, 2]} 漢字かな"
     ids = tokenizer.encode(text, add_special_tokens=False)
     rng = random.Random(0)
     dec = lambda t: tokenizer.decode(t, skip_special_tokens=True)  # noqa: E731
-    for _ in range(20):
+    by_bytes = text_decoder(tokenizer, Vocabulary.from_tokenizer(tokenizer))
+    assert isinstance(by_bytes, ByteDecoder)  # SmolLM2's tokenizer is byte-level
+    for i in range(40):
         sample = ids + [rng.randrange(tokenizer.vocab_size) for _ in range(30)]
-        detok = Detokenizer(dec, eos_token_id=tokenizer.eos_token_id)
+        assert by_bytes(sample) == dec(sample)
+        detok = Detokenizer(by_bytes if i % 2 else dec, eos_token_id=tokenizer.eos_token_id)
         out = []
         for t in sample:
             if detok.push([t]):
@@ -135,3 +148,43 @@ def test_real_tokenizer_round_trip():
         out.append(detok.delta())
         kept = sample[: sample.index(tokenizer.eos_token_id)] if tokenizer.eos_token_id in sample else sample
         assert "".join(out) == dec(kept)
+
+
+def test_an_unfinished_character_at_the_end_shows_as_replacement():
+    for decoder in DECODERS.values():
+        detok = Detokenizer(decoder)
+        detok.push([1, TOKEN_BYTES.index(b"\xe2\x82")])
+        detok.finish()
+        assert detok.text == "a\ufffd" and detok.delta() == "a\ufffd"
+
+
+def test_text_decoder_is_bytes_only_where_the_tokenizer_decodes_bytes():
+    from tokenizers import decoders
+
+    from constrained_spec.engine_setup import text_decoder
+    from constrained_spec.grammar import Vocabulary
+
+    class Backend:
+        def __init__(self, decoder, texts):
+            self.decoder, self.texts = decoder, texts
+
+        def decode_batch(self, batch, skip_special_tokens):
+            return [self.texts[i] for (i,) in batch]
+
+    class Tokenizer:
+        clean_up_tokenization_spaces = False
+
+        def __init__(self, backend):
+            self.backend_tokenizer = backend
+
+        def decode(self, ids, skip_special_tokens):
+            return "".join(self.backend_tokenizer.texts[i] for i in ids)
+
+    vocab = Vocabulary([b"a", b" b", "é".encode(), None], eos_token_id=3)
+    texts = ["a", " b", "é", ""]
+    assert isinstance(text_decoder(Tokenizer(Backend(decoders.ByteLevel(), texts)), vocab), ByteDecoder)
+    # a decoder that changes text (Metaspace strips a leading space), or one token decoded
+    # unlike its bytes: the tokenizer's own decode
+    for backend in (Backend(decoders.Metaspace(), texts), Backend(decoders.ByteLevel(), ["a", "b", "é", ""])):
+        chosen = text_decoder(Tokenizer(backend), vocab)
+        assert not isinstance(chosen, ByteDecoder) and chosen([0, 1]) == backend.texts[0] + backend.texts[1]

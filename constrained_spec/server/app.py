@@ -197,7 +197,7 @@ class ChatService:
     # -- generation ------------------------------------------------------------------------
 
     def _start(self, prep: _Prepared) -> tuple[list[ChoiceOutput], dict[str, ChoiceOutput], asyncio.Queue]:
-        decode = lambda ids: self.generator.tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
+        decode = self.generator.engine.decode  # engine_setup.text_decoder
         choices = [ChoiceOutput(i, decode, self._eos, prep.request.stops, prep.plan) for i in range(prep.request.n)]
         queue: asyncio.Queue = asyncio.Queue()
         loop = asyncio.get_running_loop()

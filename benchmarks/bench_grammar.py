@@ -5,10 +5,14 @@
     python benchmarks/bench_grammar.py --engines xgrammar,llguidance --save peers.json   # some engines, rows saved
     python benchmarks/bench_grammar.py --table ours.json peers.json                     # one table from saved rows
     python benchmarks/bench_grammar.py --smoke          # one schema, ours only, 8 tokens (used by the tests)
+    python benchmarks/bench_grammar.py --file-order schemastore/   # SchemaStore's fixtures in their own key order
 
 Corpus: benchmarks/schema_corpus/ (see its MANIFEST.tsv: 150 SchemaStore schemas with their test
 fixtures as valid instances and negative fixtures + mutations as invalid ones, and 15 of our own
-function-calling schemas). Every instance is one compact text, keys in schema order.
+function-calling schemas). Every instance is one compact text, keys in schema order;
+`--file-order CHECKOUT` (a checkout of SchemaStore/schemastore, or any folder holding its
+`src/test/`) writes each valid SchemaStore fixture with its keys in the order of its own file
+instead (the same value: kept only where it loads equal to the corpus text).
 
 Engines: ours with the default backend (outlines-core regex path or our Lark engine, whichever
 compile() picks) and with the llguidance backend; xgrammar and llguidance themselves (compact
@@ -45,6 +49,28 @@ SMOKE_SCHEMA = "own-fc-get-weather.json"
 def load_corpus(limit: int | None = None, stride: int = 1) -> list[tuple[str, dict]]:
     files = sorted(CORPUS.glob("*.json"))[::stride][:limit]
     return [(f.name, json.loads(f.read_text())) for f in files]
+
+
+def in_file_order(corpus: list[tuple[str, dict]], checkout: Path) -> int:
+    """Rewrite each valid SchemaStore fixture of `corpus` (in place) with its keys in the order
+    of its own file under `checkout` (JSON, YAML or TOML); returns how many texts changed."""
+    import tomllib
+
+    import yaml  # PyYAML: SchemaStore writes many fixtures as YAML
+
+    changed = 0
+    for _, entry in corpus:
+        for instance in entry["instances"]:
+            path = checkout / instance["origin"]
+            if not instance["valid"] or not instance["origin"].startswith("src/test/") or not path.is_file():
+                continue
+            raw = path.read_text(encoding="utf-8")
+            data = json.loads(raw) if path.suffix == ".json" else tomllib.loads(raw) if path.suffix == ".toml" else yaml.safe_load(raw)
+            text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str)
+            if text != instance["text"] and json.loads(text) == json.loads(instance["text"]):
+                instance["text"] = text
+                changed += 1
+    return changed
 
 
 class _Timeout(BaseException):
@@ -281,6 +307,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--save", type=Path, default=None, help="write the rows as JSON")
     parser.add_argument("--table", type=Path, nargs="+", default=None, help="print one table from rows saved by --save")
     parser.add_argument("--failures", action="store_true", help="progress per schema; list every schema an engine did not compile or got wrong")
+    parser.add_argument("--file-order", type=Path, default=None, metavar="CHECKOUT",
+                        help="a SchemaStore checkout: valid fixtures with their keys in their files' order")
     args = parser.parse_args(argv)
     if (args.limit is not None and args.limit < 1) or args.stride < 1:
         parser.error("--limit and --stride must be at least 1")
@@ -301,6 +329,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
         engines = [Ours("default", vocab)]
     else:
         corpus = load_corpus(args.limit, args.stride)
+        if args.file_order is not None:
+            if not (args.file_order / "src" / "test").is_dir():
+                parser.error(f"--file-order: {args.file_order} holds no src/test/ (a SchemaStore checkout)")
+            print(f"{in_file_order(corpus, args.file_order)} valid fixtures written in their files' key order")
         makers = {"ours-default": lambda: Ours("default", vocab), "ours-native": lambda: Ours("native", vocab),
                   "ours-llguidance": lambda: Ours("llguidance", vocab),
                   "xgrammar": lambda: XGrammar(tokenizer, vocab), "llguidance": lambda: LLGuidance(tokenizer, vocab)}  # fmt: skip

@@ -18,3 +18,24 @@ def test_bench_grammar_smoke(capsys):
     assert rows and rows[0]["backend"] == "ours (default)" and rows[0]["compiled"] == 1
     assert rows[0]["p50_ms"] > 0 and rows[0]["p99_ms"] >= rows[0]["p50_ms"]
     assert "mask p50" in capsys.readouterr().out
+
+
+def test_file_order_keeps_values_and_takes_the_files_key_order(tmp_path):
+    path = Path(__file__).parent.parent.parent / "benchmarks" / "bench_grammar.py"
+    spec = importlib.util.spec_from_file_location("bench_grammar", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    folder = tmp_path / "src" / "test" / "demo"
+    folder.mkdir(parents=True)
+    (folder / "a.yaml").write_text("b: 1\na: [x, {d: 2, c: 3}]\n")
+    (folder / "b.json").write_text('{"b": 1, "a": "other value"}')
+    (folder / "c.toml").write_text('b = 1\na = "t"\n')
+    instances = [
+        {"text": '{"a":["x",{"c":3,"d":2}],"b":1}', "valid": True, "origin": "src/test/demo/a.yaml"},
+        {"text": '{"a":"x","b":1}', "valid": True, "origin": "src/test/demo/b.json"},  # another value: kept
+        {"text": '{"a":"t","b":1}', "valid": True, "origin": "src/test/demo/c.toml"},
+        {"text": '{"a":"t"}', "valid": False, "origin": "src/test/demo/c.toml"},  # invalid ones: kept
+    ]
+    corpus = [("demo.json", {"instances": instances})]
+    assert module.in_file_order(corpus, tmp_path) == 2
+    assert [i["text"] for i in instances] == ['{"b":1,"a":["x",{"d":2,"c":3}]}', '{"a":"x","b":1}', '{"b":1,"a":"t"}', '{"a":"t"}']

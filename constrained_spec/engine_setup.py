@@ -124,6 +124,10 @@ def text_decoder(tokenizer: Any, vocabulary: Any) -> Any:
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None or type(backend.decoder).__name__ != "ByteLevel" or getattr(tokenizer, "clean_up_tokenization_spaces", True):
         return decode
+    # an added token that is not special is decoded apart from the bytes around it (a character
+    # split across it would show as U+FFFD there, joined here)
+    if any(not getattr(added, "special", True) for added in getattr(tokenizer, "added_tokens_decoder", {}).values()):
+        return decode
     table = vocabulary.token_bytes
     singles = backend.decode_batch([[i] for i in range(len(table))], skip_special_tokens=True)
     if any((b.decode("utf-8", "replace") if b is not None else "") != text for b, text in zip(table, singles)):

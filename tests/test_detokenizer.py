@@ -188,3 +188,11 @@ def test_text_decoder_is_bytes_only_where_the_tokenizer_decodes_bytes():
     for backend in (Backend(decoders.Metaspace(), texts), Backend(decoders.ByteLevel(), ["a", "b", "é", ""])):
         chosen = text_decoder(Tokenizer(backend), vocab)
         assert not isinstance(chosen, ByteDecoder) and chosen([0, 1]) == backend.texts[0] + backend.texts[1]
+    # an added token that is not special (decoded apart from its neighbours' bytes): not bytes
+    from tokenizers import AddedToken
+
+    with_added = Tokenizer(Backend(decoders.ByteLevel(), texts))
+    with_added.added_tokens_decoder = {3: AddedToken("<x>", special=False)}
+    assert not isinstance(text_decoder(with_added, vocab), ByteDecoder)
+    with_added.added_tokens_decoder = {3: AddedToken("<x>", special=True)}
+    assert isinstance(text_decoder(with_added, vocab), ByteDecoder)

@@ -430,6 +430,12 @@ class _Translator:
                 return True
         # discriminated objects (where one side admits only objects, the other's required and
         # properties then apply too): one required property whose const/enum values never overlap
+        if depth < 8:  # an allOf lies within each of its members: one member apart is enough
+            for one, other in ((a, b), (b, a)):
+                members = one.get("allOf")
+                if isinstance(members, list) and any(
+                        isinstance(m := self.deref(member), dict) and self.apart(m, other, required, types, depth + 1) for member in members):
+                    return True
         if not any(k is not None and k <= {"object"} for k in (ka, kb)):
             return False
         for (one, kind), other in (((a, ka), b), ((b, kb), a)):  # one requires a key the other forbids

@@ -31,6 +31,7 @@ import torch
 from ..bitmask import bitmask_width
 from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, at, enum_values, pointer
 from .json_negation import MAX_ONE_OF, complement
+from .json_subset import names_complement, within
 from .json_terminals import FORMAT_PATTERNS, NON_STRING_FORMATS
 from .protocol import GrammarError
 from .vocabulary import Vocabulary, trim_partial_utf8
@@ -308,6 +309,29 @@ def _pattern_twins_as_true(node: dict) -> None:
         node["properties"] = {**props, **twins}
 
 
+# patterns that match every key (a pattern matches where it is found, anywhere in the key)
+_MATCH_ALL = frozenset({"", ".*", "^.*", ".*$", "(.*)", "^(.*)"})
+
+
+def _subsumed_names_skipped(node: dict, deref: Callable[[Any], Any]) -> None:
+    """A declared property that a pattern matching every key also constrains must meet both;
+    where its own schema lies within the pattern's (json_subset.within), the pattern may skip
+    its name: the same instances, and no intersection for llguidance to build, which it refuses
+    around a cycle (ANS's related_content: `redirect`, arrays of redirects, and `.*`, arrays of
+    content, references or embeds, where content admits a redirect)."""
+    props, patterns = node.get("properties"), node.get("patternProperties")
+    if not isinstance(props, dict) or not isinstance(patterns, dict):
+        return
+    for pattern, schema in list(patterns.items()):
+        if pattern not in _MATCH_ALL:
+            continue
+        skipped = [name for name, sub in props.items() if name.isascii() and name.isprintable() and within(sub, schema, deref)]
+        replacement = names_complement(skipped) if skipped else None
+        if replacement is not None and replacement not in patterns:
+            patterns = {replacement if k == pattern else k: v for k, v in patterns.items()}
+    node["patternProperties"] = patterns
+
+
 # keywords whose value is one schema, a list of schemas, or a name -> schema map
 _ONE = ("additionalProperties", "items", "additionalItems", "propertyNames", "unevaluatedItems")
 _LIST = ("anyOf", "prefixItems", "items")
@@ -448,6 +472,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         if implied_type(out):
             del out["type"]
         _pattern_twins_as_true(out)
+        _subsumed_names_skipped(out, checks.deref)
         conditions = _dependencies_as_conditions(out)  # llguidance has neither, nor `not`:
         conditions += _property_counts_as_key_sets(out) + _min_properties_as_condition(out)
         wide = _wide_number_bounds(out)

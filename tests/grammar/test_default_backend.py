@@ -179,6 +179,48 @@ def test_cyclic_references_beside_a_type_or_a_twin_pattern_on_llguidance():
         assert not _walk(compiled, schema, text), text
 
 
+def test_a_property_within_a_match_all_pattern_on_llguidance():
+    # ANS's related_content: `redirect` (arrays of one redirect) and `.*` (arrays of content,
+    # references or embeds, where content, an open object, admits a redirect) around a cycle
+    # (content holds related_content). llguidance refused the intersection; as the redirect's
+    # schema lies within the pattern's, the pattern skips `redirect`: the same instances.
+    schema = {"$ref": "#/$defs/content", "$defs": {
+        "redirect": {"type": "object", "additionalProperties": False, "required": ["type", "url"],
+                     "properties": {"type": {"type": "string", "enum": ["redirect"]}, "url": {"type": "string"}}},
+        "reference": {"type": "object", "additionalProperties": False, "required": ["type"], "properties": {"type": {"const": "reference"}}},
+        "content": {"type": "object", "required": ["type"], "properties": {"type": {"type": "string"}, "related": {"$ref": "#/$defs/related"}}},
+        "related": {"type": "object",
+                    "properties": {"redirect": {"type": "array", "maxItems": 1, "items": {"$ref": "#/$defs/redirect"}}},
+                    "patternProperties": {".*": {"type": "array", "items": {"type": "object", "anyOf": [{"$ref": "#/$defs/content"}, {"$ref": "#/$defs/reference"}]}}}}}}
+    compiled = compile_json_schema(schema, BYTES)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    for text in ('{"type":"story","related":{"redirect":[{"type":"redirect","url":"u"}]}}', '{"type":"s","related":{"redirect":[]}}',
+                 '{"type":"s","related":{"a":[{"type":"reference"}],"redirects":[{"type":"x","related":{"x\\ny":[]}}]}}'):
+        assert _walk(compiled, schema, text), text
+    for text in ('{"type":"s","related":{"redirect":[{"type":"reference"}]}}', '{"type":"s","related":{"redirect":[{"type":"redirect","url":"u"},{"type":"redirect","url":"v"}]}}',
+                 '{"type":"s","related":{"a":[{"type":1}]}}', '{"type":"s","related":{"redirect":{}}}'):
+        assert not _walk(compiled, schema, text), text
+
+
+def test_one_of_whose_branch_is_an_all_of_of_a_disjoint_reference_stays_on_llguidance():
+    # ANS's taxonomy: oneOf [site, allOf [reference, {referent: {type: site}}]]: the allOf lies
+    # within `reference`, which is closed and lacks site's required `name`: disjoint, an anyOf
+    # (site is recursive, so "this branch and not the other" is no way out)
+    defs = {"site": {"type": "object", "additionalProperties": False, "required": ["type", "name"],
+                     "properties": {"type": {"enum": ["site"]}, "name": {"type": "string"}, "parent": {"$ref": "#/$defs/site"}}},
+            "reference": {"type": "object", "additionalProperties": False, "required": ["type", "referent"],
+                          "properties": {"type": {"enum": ["reference"]}, "referent": {"type": "object"}}}}
+    schema = {"$defs": defs, "oneOf": [{"$ref": "#/$defs/site"}, {"allOf": [{"$ref": "#/$defs/reference"},
+                                                                            {"properties": {"referent": {"properties": {"type": {"enum": ["site"]}}}}}]}]}
+    compiled = compile_json_schema(schema, BYTES)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    for text in ('{"type":"site","name":"a"}', '{"type":"reference","referent":{"type":"site"}}', '{"type":"reference","referent":{}}',
+                 '{"type":"site","name":"a","parent":{"type":"site","name":"b"}}'):
+        assert _walk(compiled, schema, text), text
+    for text in ('{"type":"site"}', '{"type":"reference","referent":{"type":"x"}}', '{"type":"site","name":"a","referent":{}}', '{}'):
+        assert not _walk(compiled, schema, text), text
+
+
 def test_numbers_bounded_beyond_llguidance_float_ranges():
     # Snowplow's `maximum: 9223372036854775807` on numbers: llguidance builds no float range that
     # wide and refused the schema. Now "a number within 1e17, or an integer within 64 bits":

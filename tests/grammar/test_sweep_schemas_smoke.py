@@ -4,9 +4,11 @@ makes references into _definitions.json local."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
@@ -35,3 +37,20 @@ def test_kubernetes_references_become_local_definitions():
     schema = {"properties": {"m": {"$ref": "/api/_definitions.json#/$defs/a"}}}
     assert _module()._with_local_definitions(schema, table) == {
         "properties": {"m": {"$ref": "#/$defs/a"}}, "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"type": "integer"}}}
+
+
+def test_ans_references_are_bundled_under_definitions(tmp_path):
+    module = _module()
+    root = tmp_path / "src/main/resources/schema/ans" / module.ANS_VERSION
+    (root / "traits").mkdir(parents=True)
+    url = module.ANS_URL
+    (root / "story.json").write_text(json.dumps({"$schema": "x", "id": url + "story.json", "type": "object",
+                                                "properties": {"t": {"$ref": url + "traits/t.json"}, "s": {"$ref": url + "story.json"}}}))
+    (root / "traits" / "t.json").write_text(json.dumps({"id": url + "traits/t.json", "definitions": {"d": {"type": "integer"}},
+                                                        "anyOf": [{"$ref": "#/definitions/d"}, {"$ref": url + "story.json"}]}))
+    bundled = dict(module.ans_schemas(tmp_path))
+    assert set(bundled) == {"story.json", "traits/t.json"}
+    story = bundled["story.json"]
+    assert story["properties"] == {"t": {"$ref": "#/definitions/traits__t"}, "s": {"$ref": "#/definitions/story"}}
+    assert story["definitions"]["traits__t"]["anyOf"] == [{"$ref": "#/definitions/traits__t/definitions/d"}, {"$ref": "#/definitions/story"}]
+    assert jsonschema.Draft4Validator(story).is_valid({"t": 1, "s": {"t": {}}}) and not jsonschema.Draft4Validator(story).is_valid({"t": "x"})

@@ -106,6 +106,12 @@ def ans_schemas(clone: Path) -> Iterator[tuple[str, Any]]:
                 return node
             out = {}
             for key, value in node.items():
+                if key in ("enum", "const", "default", "examples"):  # data, not schemas
+                    out[key] = value
+                    continue
+                if key in ("properties", "patternProperties", "definitions", "dependencies") and isinstance(value, dict):
+                    out[key] = {name: bundle(v, home) for name, v in value.items()}  # names, not keywords
+                    continue
                 if key == "id" and isinstance(value, str):
                     continue  # a URL id would make references resolve against the web
                 if key == "$ref" and isinstance(value, str) and value.startswith("#") and home:

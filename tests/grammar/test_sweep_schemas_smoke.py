@@ -45,12 +45,14 @@ def test_ans_references_are_bundled_under_definitions(tmp_path):
     (root / "traits").mkdir(parents=True)
     url = module.ANS_URL
     (root / "story.json").write_text(json.dumps({"$schema": "x", "id": url + "story.json", "type": "object",
-                                                "properties": {"t": {"$ref": url + "traits/t.json"}, "s": {"$ref": url + "story.json"}}}))
+                                                "properties": {"t": {"$ref": url + "traits/t.json"}, "s": {"$ref": url + "story.json"},
+                                                               "default": {"$ref": url + "traits/t.json"}, "e": {"enum": [{"id": "x"}]}}}))
     (root / "traits" / "t.json").write_text(json.dumps({"id": url + "traits/t.json", "definitions": {"d": {"type": "integer"}},
                                                         "anyOf": [{"$ref": "#/definitions/d"}, {"$ref": url + "story.json"}]}))
     bundled = dict(module.ans_schemas(tmp_path))
     assert set(bundled) == {"story.json", "traits/t.json"}
     story = bundled["story.json"]
-    assert story["properties"] == {"t": {"$ref": "#/definitions/traits__t"}, "s": {"$ref": "#/definitions/story"}}
+    assert story["properties"] == {"t": {"$ref": "#/definitions/traits__t"}, "s": {"$ref": "#/definitions/story"},
+                                   "default": {"$ref": "#/definitions/traits__t"}, "e": {"enum": [{"id": "x"}]}}  # names and data kept
     assert story["definitions"]["traits__t"]["anyOf"] == [{"$ref": "#/definitions/traits__t/definitions/d"}, {"$ref": "#/definitions/story"}]
     assert jsonschema.Draft4Validator(story).is_valid({"t": 1, "s": {"t": {}}}) and not jsonschema.Draft4Validator(story).is_valid({"t": "x"})

@@ -28,7 +28,7 @@ from typing import Any
 
 from .json_merge import ANNOTATIONS
 
-__all__ = ["within", "names_complement"]
+__all__ = ["within"]
 
 _DEPTH = 24
 _READS_SIBLINGS = {"additionalProperties": ("properties", "patternProperties"),
@@ -121,27 +121,3 @@ def _object_within(pk: dict, qk: dict, deref: Callable[[Any], Any], depth: int) 
         elif not closed and not within(True, schema, deref, depth + 1):
             return False
     return True
-
-
-def names_complement(names: list[str]) -> str:
-    """An anchored regex matching every string except those in `names` (ASCII), written with
-    `[\\s\\S]` so it matches line breaks too: where a key matching every name may skip some."""
-    trie: dict = {}
-    for name in names:
-        node = trie
-        for ch in name:
-            node = node.setdefault(ch, {})
-        node[""] = {}  # the end of a name
-
-    def escape(ch: str) -> str:
-        return ch if ch.isalnum() or ch == "_" else "\\" + ch
-
-    def rest(node: dict) -> str:
-        """Strings x such that (the prefix to `node`) + x is not a name."""
-        options = [] if "" in node else [""]
-        edges = sorted(ch for ch in node if ch)
-        options.append(f"[^{''.join(escape(c) for c in edges)}][\\s\\S]*" if edges else "[\\s\\S]+")
-        options += [escape(ch) + rest(node[ch]) for ch in edges]
-        return "(?:" + "|".join(options) + ")"
-
-    return "^" + rest(trie) + "$"

@@ -31,8 +31,9 @@ import torch
 from ..bitmask import bitmask_width
 from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, at, enum_values, pointer
 from .json_negation import MAX_ONE_OF, complement
-from .json_subset import names_complement, within
+from .json_subset import within
 from .json_terminals import FORMAT_PATTERNS, NON_STRING_FORMATS
+from .negative_literals import leading_lookaheads, literals_complement
 from .protocol import GrammarError
 from .vocabulary import Vocabulary, trim_partial_utf8
 
@@ -326,7 +327,7 @@ def _subsumed_names_skipped(node: dict, deref: Callable[[Any], Any]) -> None:
         if pattern not in _MATCH_ALL:
             continue
         skipped = [name for name, sub in props.items() if name.isascii() and name.isprintable() and within(sub, schema, deref)]
-        replacement = names_complement(skipped) if skipped else None
+        replacement = literals_complement([(name, True) for name in skipped]) if skipped else None
         if replacement is not None and replacement not in patterns:
             patterns = {replacement if k == pattern else k: v for k, v in patterns.items()}
     node["patternProperties"] = patterns
@@ -557,6 +558,10 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
             out["allOf"] = [*out.get("allOf", []), {"pattern": formatted}]
         elif formatted is not None:
             out["pattern"] = formatted
+        split = leading_lookaheads(out["pattern"]) if isinstance(out.get("pattern"), str) else None
+        if split is not None:  # `^(?!org\.bukkit\.)...`: the rest, and "none of these words"
+            out["pattern"] = split[0]
+            out["allOf"] = [*out.get("allOf", []), *({"pattern": p} for p in split[1:])]
         return out
 
     rewritten = rewrite(schema, "", False)

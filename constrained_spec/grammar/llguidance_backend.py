@@ -474,6 +474,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
             del out["type"]
         _pattern_twins_as_true(out)
         _subsumed_names_skipped(out, checks.deref)
+        _discriminated_conditions(out)
         conditions = _dependencies_as_conditions(out)  # llguidance has neither, nor `not`:
         conditions += _property_counts_as_key_sets(out) + _min_properties_as_condition(out)
         wide = _wide_number_bounds(out)
@@ -766,6 +767,37 @@ def _name_pattern(names: dict) -> str | None:
     if lengths and set(names) == set(lengths) and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in lengths.values()):
         return f"^[\\s\\S]{{{lengths.get('minLength', 0)},{lengths.get('maxLength', '')}}}$"
     return None
+
+
+def _discriminated_conditions(node: dict) -> None:
+    """An allOf of `if: {properties: {K: {const: c_i}}}, then: T_i` (no else; distinct string
+    constants) beside `type: object` and `required: [K, ...]` becomes one anyOf: `K = c_i and
+    T_i` for each i, or K none of them (GitHub's issue forms: six item kinds). The same
+    instances: K is present, so exactly the `if` of its value holds (or none); written as six
+    separate conditions, llguidance intersects their two-way choices, 2^6 combinations, and
+    refuses the schema as too large."""
+    members, required = node.get("allOf"), node.get("required")
+    if not isinstance(members, list) or node.get("type") != "object" or not isinstance(required, list):
+        return
+    key, chosen, branches, rest = None, [], [], []
+    for member in members:
+        cond = member.get("if") if isinstance(member, dict) and not set(member) - {"if", "then"} - ANNOTATIONS else None
+        props = cond.get("properties") if isinstance(cond, dict) and not set(cond) - {"properties", "required"} - ANNOTATIONS else None
+        if not (isinstance(props, dict) and len(props) == 1 and cond.get("required", [next(iter(props))]) == [next(iter(props))]):
+            rest.append(member)
+            continue
+        name, value = next(iter(props.items()))
+        const = value.get("const") if isinstance(value, dict) and set(value) - ANNOTATIONS == {"const"} else None
+        if not isinstance(const, str) or const in chosen or (key is not None and name != key):
+            rest.append(member)
+            continue
+        key = name
+        chosen.append(const)
+        branches.append({"required": [name], "properties": {name: {"const": const}}, "allOf": [member.get("then", True)]})
+    if len(chosen) < 2 or key not in required:
+        return
+    branches.append({"properties": {key: {"not": {"enum": chosen}}}})
+    node["allOf"] = [*rest, {"anyOf": branches}]
 
 
 def _dependencies_as_conditions(node: dict) -> list[Any]:

@@ -221,6 +221,25 @@ def test_one_of_whose_branch_is_an_all_of_of_a_disjoint_reference_stays_on_llgui
         assert not _walk(compiled, schema, text), text
 
 
+def test_conditions_discriminated_by_one_required_key_stay_on_llguidance():
+    # GitHub's issue forms: an allOf of six `if type = c then T` conditions on an object that
+    # requires `type`; as separate two-way choices llguidance refused the schema as too large
+    # (2^16 combinations here; the real schema's nested items made six too many)
+    kinds = ["markdown", "input", "dropdown", "checkboxes", "upload", "textarea", *(f"k{i}" for i in range(10))]
+    conditions = [{"if": {"properties": {"type": {"const": kind}}},
+                   "then": {"required": ["type", f"a_{kind}"], "properties": {"type": {}, f"a_{kind}": {"type": "integer"}}, "additionalProperties": False}}
+                  for kind in kinds]
+    schema = {"type": "object", "required": ["type"], "properties": {"type": {"type": "string"}}, "allOf": conditions}
+    compiled = compile_json_schema(schema, BYTES)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    texts = ['{"type":"markdown","a_markdown":1}', '{"type":"upload","a_upload":2}', '{"type":"other"}', '{"type":"other","a_input":"x"}',
+             '{"type":"markdown"}', '{"type":"markdown","a_input":1}', '{"type":"markdown","a_markdown":"1"}', '{"a_markdown":1}',
+             '{"type":"input","a_input":1,"x":2}', '{"type":1}', '{"type":"textarea","a_textarea":0}', '{}']
+    for text in texts:
+        assert _walk(compiled, schema, text) == _valid(schema, text), text
+    assert sum(_valid(schema, t) for t in texts) == 5  # both sides walked
+
+
 def test_numbers_bounded_beyond_llguidance_float_ranges():
     # Snowplow's `maximum: 9223372036854775807` on numbers: llguidance builds no float range that
     # wide and refused the schema. Now "a number within 1e17, or an integer within 64 bits":

@@ -430,20 +430,27 @@ class _Translator:
                 return True
         # discriminated objects (where one side admits only objects, the other's required and
         # properties then apply too): one required property whose const/enum values never overlap
-        if depth < 8:  # an allOf lies within each of its members: one member apart is enough
-            for one, other in ((a, b), (b, a)):
+        if depth < 8:  # an allOf lies within each of its members: one member apart is enough;
+            for one, other in ((a, b), (b, a)):  # an anyOf / oneOf within their union: every branch
                 members = one.get("allOf")
-                if isinstance(members, list) and any(
-                        isinstance(m := self.deref(member), dict) and self.apart(m, other, required, types, depth + 1) for member in members):
-                    return True
+                if isinstance(members, list):
+                    resolved = [self.deref(member) for member in members]  # every member's required keys are there
+                    keys = required | frozenset(k for m in resolved if isinstance(m, dict) for k in _required(m)) | frozenset(_required(one))
+                    if any(isinstance(m, dict) and self.apart(m, other, keys, types, depth + 1) for m in resolved):
+                        return True
+                for key in ("anyOf", "oneOf"):
+                    branches = one.get(key)
+                    if isinstance(branches, list) and branches and all(
+                            isinstance(m := self.deref(branch), dict) and self.apart(m, other, required, types, depth + 1) for branch in branches):
+                        return True
         if not any(k is not None and k <= {"object"} for k in (ka, kb)):
             return False
-        for (one, kind), other in (((a, ka), b), ((b, kb), a)):  # one requires a key the other forbids
-            if kind is not None and kind <= {"object"} and any(_forbids_key(other, name) for name in _required(one)):
+        for one, other in ((a, b), (b, a)):  # one requires a key the other forbids (on objects: one side takes no other)
+            if any(_forbids_key(other, name) for name in _required(one)):
                 return True
         if depth >= 8:
             return False
-        for name in (set(_required(a)) | required) & (set(_required(b)) | required):  # a key both have, valued apart
+        for name in set(_required(a)) | set(_required(b)) | required:  # a key one side requires, valued apart where both declare it
             va, vb = (self.deref(o["properties"].get(name)) if isinstance(o.get("properties"), dict) else None for o in (a, b))
             if isinstance(va, dict) and isinstance(vb, dict) and self.apart(va, vb, depth=depth + 1):
                 return True
@@ -465,11 +472,30 @@ class _Translator:
             if key == "allOf":
                 known = [k for k in sets if k is not None]
                 joined = set.intersection(*known) if known else None
+            elif key == "oneOf" and sum(self.objects_only(p, depth + 1) for p in parts) >= 2:
+                joined = {"object"}  # two branches take every non-object: no non-object is in exactly one
             else:
                 joined = None if any(k is None for k in sets) else set().union(*sets)
             if joined is not None:
                 found = joined if found is None else found & joined
         return found
+
+    def objects_only(self, schema: Any, depth: int = 0) -> bool:
+        """Whether `schema` constrains objects alone (every non-object instance is valid): only
+        object keywords, through references and allOf (the enonic-xp forms: input kinds without
+        `type`, told apart by a `type` property)."""
+        schema = self.deref(schema)
+        if schema is True:
+            return True
+        if not isinstance(schema, dict) or depth > 16:
+            return False
+        for key, value in schema.items():
+            if key in ANNOTATIONS or key in STRUCTURAL or key in _OBJECT_ONLY:
+                continue
+            if key == "allOf" and isinstance(value, list) and all(self.objects_only(v, depth + 1) for v in value):
+                continue
+            return False
+        return True
 
     def negate(self, s: dict, path: str) -> dict | Node:
         s = dict(s)
@@ -1057,6 +1083,11 @@ def _types_of(value: Any) -> list[str]:
     if value is None:
         return list(_TYPES)
     return [value] if isinstance(value, str) else list(value)
+
+
+# keywords that constrain objects only: any other instance meets them
+_OBJECT_ONLY = frozenset({"properties", "required", "additionalProperties", "patternProperties", "propertyNames", "minProperties",
+                          "maxProperties", "dependencies", "dependentRequired", "dependentSchemas", "unevaluatedProperties"})
 
 
 def _possible_types(s: dict) -> set[str] | None:

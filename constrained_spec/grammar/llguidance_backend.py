@@ -385,6 +385,19 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         except (GrammarError, RecursionError):
             return False
 
+    def objects_apart(options: list, siblings: dict) -> bool:
+        """A oneOf where two branches or more constrain objects alone (every non-object meets
+        them, so none is in exactly one) and the branches are disjoint on objects: the node's
+        objects in exactly one branch (enonic-xp's input kinds, told apart by a `type` property)."""
+        kinds = siblings.get("type")
+        if kinds is not None and kinds != "object" and not (isinstance(kinds, list) and "object" in kinds):
+            return False
+        try:
+            return (sum(checks.objects_only(o) for o in options) >= 2
+                    and checks.disjoint(options, {**siblings, "type": "object"}))
+        except (GrammarError, RecursionError):
+            return False
+
     def negation(negated: Any, context: dict, narrowing: bool = False, path: str = "") -> Any:
         """`not negated` next to `context`, as a schema without `not`, or None. Where the
         result may be narrower (`narrowing`: it is used positively, not under a negation), the
@@ -475,6 +488,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         _pattern_twins_as_true(out)
         _subsumed_names_skipped(out, checks.deref)
         _discriminated_conditions(out)
+        _unevaluated_as_additional(out, checks.deref)
         conditions = _dependencies_as_conditions(out)  # llguidance has neither, nor `not`:
         conditions += _property_counts_as_key_sets(out) + _min_properties_as_condition(out)
         wide = _wide_number_bounds(out)
@@ -506,7 +520,9 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         elif fmt is not None and ignored is not None and fmt not in NON_STRING_FORMATS:
             ignored.setdefault(f"format: {fmt}", pointer(path, "format"))
         one_of = out.get("oneOf")
-        if isinstance(one_of, list) and one_of and not disjoint(one_of, out):  # branch i and no other j
+        if isinstance(one_of, list) and one_of and not disjoint(one_of, out) and objects_apart(one_of, out):
+            out["type"] = "object"  # non-objects meet two branches or more: only objects meet one
+        elif isinstance(one_of, list) and one_of and not disjoint(one_of, out):  # branch i and no other j
             one_of = exclusive(one_of, out, not negated, path)
         if isinstance(one_of, list) and one_of:  # at most one branch can match
             del out["oneOf"]
@@ -798,6 +814,46 @@ def _discriminated_conditions(node: dict) -> None:
         return
     branches.append({"properties": {key: {"not": {"enum": chosen}}}})
     node["allOf"] = [*rest, {"anyOf": branches}]
+
+
+_IN_PLACE = ("allOf", "anyOf", "oneOf", "if", "then", "else", "$ref")
+_EVALUATES = frozenset({"properties", "patternProperties", "additionalProperties", "unevaluatedProperties"})
+
+
+def _evaluates_properties(node: Any, deref: Callable[[Any], Any], depth: int = 0) -> bool:
+    """Whether `node`, applied in place, may evaluate properties (declare, pattern-match or
+    cover them), through references and in-place applicators; `not` never does. True where
+    unsure."""
+    if depth > 32:
+        return True
+    if isinstance(node, list):
+        return any(_evaluates_properties(n, deref, depth + 1) for n in node)
+    if not isinstance(node, dict):
+        return False
+    if _EVALUATES & set(node):
+        return True
+    if "$ref" in node:
+        try:
+            if _evaluates_properties(deref({"$ref": node["$ref"]}), deref, depth + 1):
+                return True
+        except (GrammarError, RecursionError):
+            return True
+    parts = [node[k] for k in _IN_PLACE if k != "$ref" and k in node]
+    if isinstance(node.get("dependentSchemas"), dict):
+        parts += list(node["dependentSchemas"].values())
+    return any(_evaluates_properties(p, deref, depth + 1) for p in parts)
+
+
+def _unevaluated_as_additional(node: dict, deref: Callable[[Any], Any]) -> None:
+    """`unevaluatedProperties` where nothing applied in place evaluates properties (enonic-xp's
+    form fragment: a oneOf of `required` and `not`) covers exactly the keys its own properties
+    and patterns leave: `additionalProperties` (which llguidance has; it lacks the other)."""
+    if "unevaluatedProperties" not in node or "additionalProperties" in node:
+        return
+    inner = {k: v for k, v in node.items() if k in _IN_PLACE or k == "dependentSchemas"}
+    if _evaluates_properties(inner, deref):
+        return
+    node["additionalProperties"] = node.pop("unevaluatedProperties")
 
 
 def _dependencies_as_conditions(node: dict) -> list[Any]:

@@ -240,6 +240,33 @@ def test_conditions_discriminated_by_one_required_key_stay_on_llguidance():
     assert sum(_valid(schema, t) for t in texts) == 5  # both sides walked
 
 
+def test_untyped_kinds_told_apart_by_a_property_on_llguidance():
+    # enonic-xp's form items: input kinds without `type: object`, each requiring `type` with its
+    # own constant (a string meets every kind, so no non-object is in exactly one); a fragment
+    # (`type` declared, not required; unevaluatedProperties beside a oneOf of `required` and
+    # `not`); an item set (allOf of a base requiring `type` and a part fixing it)
+    kind = lambda c, extra: {"properties": {"type": {"const": c}, "name": {"type": "string"}, extra: {"type": "integer"}},  # noqa: E731
+                             "required": ["type", "name"], "additionalProperties": False}
+    defs = {"text": kind("Text", "max"), "area": kind("Area", "rows"),
+            "inputs": {"oneOf": [{"$ref": "#/$defs/text"}, {"$ref": "#/$defs/area"}]},
+            "fragment": {"type": "object", "properties": {"include": {"type": "string"}, "type": {"const": "Fragment"}, "name": {"type": "string"}},
+                         "oneOf": [{"required": ["include"], "not": {"anyOf": [{"required": ["name"]}, {"required": ["type"]}]}},
+                                   {"required": ["type", "name"], "not": {"required": ["include"]}}],
+                         "unevaluatedProperties": False},
+            "base": {"type": "object", "properties": {"type": {"type": "string"}}, "required": ["type"]},
+            "set": {"allOf": [{"$ref": "#/$defs/base"}, {"type": "object", "properties": {"type": {"const": "Set"}, "items": {"type": "array"}},
+                                                           "required": ["items"], "additionalProperties": False}]}}
+    schema = {"$defs": defs, "oneOf": [{"$ref": "#/$defs/inputs"}, {"$ref": "#/$defs/fragment"}, {"$ref": "#/$defs/set"}]}
+    compiled = compile_json_schema(schema, BYTES)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    texts = ['{"type":"Text","name":"a","max":1}', '{"type":"Area","name":"a"}', '{"include":"x"}', '{"type":"Fragment","name":"n"}',
+             '{"type":"Set","items":[]}', '"abc"', '1', '{"type":"Text","name":"a","rows":1}', '{"include":"x","name":"n"}',
+             '{"include":"x","other":1}', '{"type":"Set"}', '{"type":"Fragment","name":"n","include":"i"}', '{}', 'null', '{"type":"Area"}']
+    for text in texts:
+        assert _walk(compiled, schema, text) == _valid(schema, text), text
+    assert sum(_valid(schema, t) for t in texts) == 5  # both sides walked
+
+
 def test_numbers_bounded_beyond_llguidance_float_ranges():
     # Snowplow's `maximum: 9223372036854775807` on numbers: llguidance builds no float range that
     # wide and refused the schema. Now "a number within 1e17, or an integer within 64 bits":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -94,25 +95,26 @@ def check_constraint(
 
 
 def _check_schema(schema: Any) -> None:
-    from .grammar.json_ir import RecursiveGrammar
-    from .grammar.json_schema import normalize_schema, schema_to_grammar
+    """The real compile (the default backend: llguidance where it takes the schema, our compiler
+    otherwise) over a one-token-per-byte vocabulary, with objects open and then closed: refused
+    only where both refuse, so a schema the model's compile takes is never refused here."""
+    from .grammar import compile_json_schema
     from .schemas import resolve_schema
 
     resolved = resolve_schema(schema)
     check_text(json.dumps(resolved.json_schema, ensure_ascii=False), "schema")
-    grammar = schema_to_grammar(normalize_schema(resolved.json_schema), "compact")
     try:
-        regex = grammar.to_regex()
-    except RecursiveGrammar:
-        _check_lark(grammar.to_lark())
-        return
-    # The generated regex is ours; only a user's `pattern` can make it unreadable. Large ones are
-    # left to the real compile (indexing them here would double its cost).
-    if len(regex) <= _MAX_CHECKED_REGEX:
-        check_regex_syntax(regex)
+        compile_json_schema(resolved.json_schema, _byte_grammar_vocabulary(), closed_objects=False)
+    except GrammarError:
+        compile_json_schema(resolved.json_schema, _byte_grammar_vocabulary(), closed_objects=True)
 
 
-_MAX_CHECKED_REGEX = 20_000
+@lru_cache(maxsize=1)
+def _byte_grammar_vocabulary() -> Any:
+    from .grammar import Vocabulary
+
+    return Vocabulary([bytes([i]) for i in range(256)] + [None], 256)
+
 
 
 def check_regex_syntax(pattern: str) -> None:

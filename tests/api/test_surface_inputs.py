@@ -216,7 +216,7 @@ def test_schema_file_path_as_schema_gets_a_hint(tmp_path):
         ({"grammar": "no_such_bundled_grammar"}, "unknown bundled grammar"),
         ({"schema": {"type": "strng"}}, "invalid JSON schema"),
         ({"schema": {"type": "string", "pattern": "(?<=a)b"}}, "unsupported|lookbehind"),
-        ({"schema": {"type": "object", "unevaluatedProperties": False}}, "unevaluatedProperties"),
+        ({"schema": {"type": "object", "allOf": [{"properties": {"a": {}}}], "unevaluatedProperties": False}}, "unevaluatedProperties"),
         ({"choices": []}, "choices"),
         ({"regex": "a", "choices": ["b"]}, "exactly one constraint"),
     ],
@@ -225,6 +225,18 @@ def test_bad_input_is_refused_before_loading(kwargs, message, monkeypatch):
     _no_model_load(monkeypatch)
     with pytest.raises(ValueError, match=message):
         api.generate("a prompt", **kwargs)
+
+
+def test_schemas_the_default_backend_takes_pass_the_check_before_loading(monkeypatch):
+    """The check before loading is the real compile (llguidance first) over a byte vocabulary:
+    it once ran our compiler alone and refused what llguidance takes (here a leading lookahead
+    and an untyped oneOf told apart by a property)."""
+    _no_model_load(monkeypatch)
+    from constrained_spec.inputs import check_constraint
+
+    kind = lambda c: {"properties": {"type": {"const": c}}, "required": ["type"], "additionalProperties": False}  # noqa: E731
+    for schema in ({"type": "string", "pattern": "^(?!\\.)(?!\\./).+"}, {"oneOf": [kind("A"), kind("B")]}):
+        check_constraint(schema=schema)
 
 
 def test_generators_share_one_loaded_model(tiny_model_folder):

@@ -39,6 +39,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_grammar import _bit, _percentile, _Timeout, _with_timeout, load_vocabulary  # noqa: E402
 
+from constrained_spec.grammar.llguidance_backend import _LEFT_OUT, _schema_keys_mapped  # noqa: E402
+
 KUBERNETES_FOLDER = "kubernetes_validate/kubernetes-json-schema/v1.37.0-local-strict/"
 
 
@@ -100,33 +102,25 @@ def ans_schemas(clone: Path) -> Iterator[tuple[str, Any]]:
         definitions: dict[str, Any] = {}
 
         def bundle(node: Any, home: str) -> Any:  # home: the definition `node` lives in ("" at the top)
-            if isinstance(node, list):
-                return [bundle(v, home) for v in node]
-            if not isinstance(node, dict):
-                return node
-            out = {}
-            for key, value in node.items():
-                if key in ("enum", "const", "default", "examples"):  # data, not schemas
-                    out[key] = value
-                    continue
-                if key in ("properties", "patternProperties", "definitions", "dependencies") and isinstance(value, dict):
-                    out[key] = {name: bundle(v, home) for name, v in value.items()}  # names, not keywords
-                    continue
+            def keyword(key: str, value: Any) -> Any:
                 if key == "id" and isinstance(value, str):
-                    continue  # a URL id would make references resolve against the web
-                if key == "$ref" and isinstance(value, str) and value.startswith("#") and home:
-                    value = f"#/definitions/{home}{value[1:]}"
-                elif key == "$ref" and isinstance(value, str) and value.startswith(ANS_URL):
-                    target, _, fragment = value[len(ANS_URL):].partition("#")
-                    name = target.removesuffix(".json").replace("/", "__")
-                    if name not in definitions:
-                        definitions[name] = {}  # taken before bundling: references back stop here
-                        loaded = json.loads((root / target).read_text())
-                        loaded.pop("$schema", None)
-                        definitions[name] = bundle(loaded, name)
-                    value = f"#/definitions/{name}{fragment}"
-                out[key] = bundle(value, home) if key != "$ref" else value
-            return out
+                    return _LEFT_OUT  # a URL id would make references resolve against the web
+                if key != "$ref" or not isinstance(value, str):
+                    return value
+                if value.startswith("#") and home:
+                    return f"#/definitions/{home}{value[1:]}"
+                if not value.startswith(ANS_URL):
+                    return value
+                target, _, fragment = value[len(ANS_URL):].partition("#")
+                name = target.removesuffix(".json").replace("/", "__")
+                if name not in definitions:
+                    definitions[name] = {}  # taken before bundling: references back stop here
+                    loaded = json.loads((root / target).read_text())
+                    loaded.pop("$schema", None)
+                    definitions[name] = bundle(loaded, name)
+                return f"#/definitions/{name}{fragment}"
+
+            return _schema_keys_mapped(node, keyword)  # property names and data (enum, default, ...) kept
 
         top = bundle(json.loads(path.read_text()), "")
         top.setdefault("definitions", {}).update(definitions)

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .json_merge import ANNOTATIONS
+from .json_schema import _json_type  # noqa: PLC2701 (the compiler's own reading of a value's type)
 
 __all__ = ["within"]
 
@@ -95,9 +96,7 @@ def _value_valid(value: Any, qk: dict) -> bool:
     1 and 1.0 count as different, which only proves less)."""
     kinds = _kinds(qk)
     if kinds is not None:
-        kind = ("null" if value is None else "boolean" if isinstance(value, bool) else "string" if isinstance(value, str)
-                else "array" if isinstance(value, list) else "object" if isinstance(value, dict)
-                else "integer" if isinstance(value, int) or (isinstance(value, float) and value.is_integer()) else "number")
+        kind = _json_type(value)
         if not (kind in kinds or kind == "integer" and "number" in kinds):
             return False
     if isinstance(qk.get("enum"), list) and not any(_same(value, v) for v in qk["enum"]):

@@ -39,7 +39,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_grammar import _bit, _percentile, _Timeout, _with_timeout, load_vocabulary  # noqa: E402
 
-from constrained_spec.grammar.llguidance_backend import _LEFT_OUT, _schema_keys_mapped  # noqa: E402
+from constrained_spec.grammar.json_merge import LEFT_OUT as _LEFT_OUT, keywords_mapped as _schema_keys_mapped  # noqa: E402
 
 KUBERNETES_FOLDER = "kubernetes_validate/kubernetes-json-schema/v1.37.0-local-strict/"
 

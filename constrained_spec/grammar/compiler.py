@@ -6,6 +6,7 @@ Compiled grammars are immutable, so one cache entry serves every request and thr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -14,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .json_ir import Grammar, RecursiveGrammar
+from .json_ir import Grammar, Lit, RecursiveGrammar, seq
 from .json_schema import deep_recursion, json_value_grammar, normalize_schema, schema_to_grammar
 from .protocol import CompiledGrammar, GrammarError
 from .regex_backend import CompiledRegex, regex_escape
@@ -131,30 +132,38 @@ def compile_regex(pattern: str, vocab: Vocabulary, backend: str = "default") -> 
 
 def compile_json_schema(
     schema: Any, vocab: Vocabulary, whitespace: str | None = None, backend: str = "default",
-    strict: bool = False, closed_objects: bool = False,
+    strict: bool = False, closed_objects: bool = False, frame: tuple[str, str] = ("", ""),
 ) -> CompiledGrammar:
     """A JSON schema (dict, JSON string, or pydantic model class). whitespace: None/"compact"
     (no spaces), "spaced" (json.dumps style), or "flexible" (up to 16 whitespace chars anywhere).
     strict: refuse keywords that are neither JSON-schema validation keywords nor annotations
     (by default they are ignored and listed on the log). closed_objects: no object admits keys
     its schema does not declare (by default `additionalProperties` absent means any extra key,
-    the JSON-schema meaning, which costs 5-10x compile time on the regex path)."""
+    the JSON-schema meaning, which costs 5-10x compile time on the regex path).
+    frame: (prefix, suffix), literal text written before and after the JSON value (the server's
+    `<tool_call>` ... `</tool_call>`); printable ASCII without JSON's structural characters, so
+    the wrappers that follow the JSON byte by byte (unique keys and items) pass over it."""
     _check(vocab, backend)
     whitespace = whitespace or "compact"
+    _check_frame(frame)
     schema_dict = normalize_schema(schema)  # checks the nesting depth
     with deep_recursion():
         text = json.dumps(schema_dict, sort_keys=True)
-    key = ("json_schema", text, whitespace, strict, closed_objects, vocab.fingerprint, backend)
+    key = ("json_schema", text, whitespace, strict, closed_objects, tuple(frame), vocab.fingerprint, backend)
     if backend == "llguidance" and strict:
         raise GrammarError("strict is an option of the default backend, not of llguidance")
     if backend == "llguidance":
         from .llguidance_backend import compile_llguidance
 
-        return _cached(key, lambda: _no_repeated_keys(compile_llguidance("json_schema", schema_dict, vocab, whitespace=whitespace), vocab, schema_dict))
+        return _cached(key, lambda: _no_repeated_keys(compile_llguidance("json_schema", schema_dict, vocab, whitespace=whitespace, frame=frame),
+                                                      vocab, schema_dict))
 
     def native() -> CompiledGrammar:
         unique_items: list[str] = []
-        compiled = _from_ir(schema_to_grammar(schema_dict, whitespace, strict, closed_objects, unique_items), vocab)
+        grammar = schema_to_grammar(schema_dict, whitespace, strict, closed_objects, unique_items)
+        if any(frame):
+            grammar = dataclasses.replace(grammar, root=seq(Lit(frame[0]), grammar.root, Lit(frame[1])))
+        compiled = _from_ir(grammar, vocab)
         if not unique_items:
             return compiled
         from .unique_items import UniqueItemsGrammar  # uniqueItems on top, exactly
@@ -163,12 +172,23 @@ def compile_json_schema(
 
     if backend == "native":
         return _cached(key, native)
-    return _cached(key, lambda: _llguidance_or_native(schema_dict, vocab, whitespace, strict, closed_objects, native))
+    return _cached(key, lambda: _llguidance_or_native(schema_dict, vocab, whitespace, strict, closed_objects, native, frame))
+
+
+_FRAME_FORBIDDEN = set('"\\{}[],:')
+
+
+def _check_frame(frame: Any) -> None:
+    if not (isinstance(frame, tuple) and len(frame) == 2 and all(isinstance(part, str) for part in frame)):
+        raise GrammarError("frame must be a (prefix, suffix) pair of strings")
+    for part in frame:
+        if any(not (" " <= c <= "~") or c in _FRAME_FORBIDDEN for c in part):
+            raise GrammarError(f"frame text {part!r} must be printable ASCII without any of {''.join(sorted(_FRAME_FORBIDDEN))}")
 
 
 def _llguidance_or_native(
     schema: Any, vocab: Vocabulary, whitespace: str, strict: bool, closed_objects: bool,
-    native: Callable[[], CompiledGrammar],
+    native: Callable[[], CompiledGrammar], frame: tuple[str, str] = ("", ""),
 ) -> CompiledGrammar:
     """The default backend for a JSON schema: llguidance where it applies and accepts the schema,
     else our compiler. Both are exact (tests/grammar/test_schema_differential.py checks each
@@ -197,7 +217,7 @@ def _llguidance_or_native(
             reordered = any_order(spec)  # optional keys in any order; as declared where llguidance refuses that
             for spec in [reordered, spec] if reordered is not spec else [spec]:
                 try:
-                    compiled = compile_llguidance("json_schema", spec, vocab, whitespace=whitespace)
+                    compiled = compile_llguidance("json_schema", spec, vocab, whitespace=whitespace, frame=frame)
                     break
                 except (GrammarError, RecursionError) as exc:
                     log.info("llguidance refused the schema (%s)", str(exc)[:200])
@@ -357,7 +377,8 @@ def compile(
     closed_objects: bool = False,
 ) -> CompiledGrammar:
     """Compile exactly one constraint for `vocab`; cached by (spec, vocabulary, backend).
-    strict / closed_objects: JSON-schema options (see `compile_json_schema`)."""
+    strict / closed_objects: JSON-schema options (see `compile_json_schema`; its `frame` is
+    reached through it)."""
     check_spec(regex=regex, json_schema=json_schema, json_object=json_object, choices=choices, grammar=grammar, ir=ir)
     if regex is not None:
         return compile_regex(regex, vocab, backend)

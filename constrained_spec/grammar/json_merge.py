@@ -14,7 +14,8 @@ from urllib.parse import unquote
 
 from .protocol import GrammarError
 
-__all__ = ["VALIDATION", "ANNOTATIONS", "STRUCTURAL", "clean", "merge", "pointer", "pointer_parts", "canonical", "enum_values"]
+__all__ = ["VALIDATION", "ANNOTATIONS", "STRUCTURAL", "clean", "merge", "pointer", "pointer_parts", "canonical", "enum_values",
+           "NAME_MAPS", "DATA_KEYWORDS", "LEFT_OUT", "keywords_mapped", "rebased_refs"]
 
 # keywords that constrain instances (drafts 4 .. 2020-12)
 VALIDATION = frozenset({
@@ -35,6 +36,54 @@ ANNOTATIONS = frozenset({
     "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
     "contentMediaType", "contentEncoding", "contentSchema", "discriminator",
 })  # fmt: skip
+
+
+# keywords whose value maps names to schemas, and those whose value is data, not a schema
+NAME_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"})
+DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples", "required", "dependentRequired"})
+
+
+def keywords_mapped(node: Any, fn: Callable[[str, Any], Any]) -> Any:
+    """`node` with each keyword of each schema object replaced by `fn(keyword, value)` (left out
+    where that is LEFT_OUT); property names and data (enum, const, ...) are not keywords."""
+    if isinstance(node, list):
+        return [keywords_mapped(v, fn) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for key, value in node.items():
+        if key in DATA_KEYWORDS:
+            out[key] = value
+        elif key in NAME_MAPS and isinstance(value, dict):
+            out[key] = {name: keywords_mapped(v, fn) for name, v in value.items()}
+        elif (mapped := fn(key, value)) is not LEFT_OUT:
+            out[key] = keywords_mapped(mapped, fn)
+    return out
+
+
+LEFT_OUT = object()  # what a keywords_mapped function returns to leave a keyword out
+
+
+def rebased_refs(schema: Any, base: str) -> Any:
+    """`schema` as a part of a larger document at the JSON pointer `base` (`#/$defs/tool0`):
+    every local reference (`#`, `#/...`) prefixed with it. None where a reference is something
+    else (an anchor, a relative or remote URI) or an `$id` below the root moves the base."""
+    refused = []
+
+    def moved(keyword: str, value: Any) -> Any:
+        if keyword == "$ref" and isinstance(value, str):
+            if value == "#" or value.startswith("#/"):
+                return base + value[1:]
+            refused.append(value)
+        elif keyword in ("$id", "$dynamicRef", "$recursiveRef"):  # (the root's $id is left out below)
+            refused.append(value)
+        return value
+
+    if not isinstance(schema, dict):
+        return schema
+    root = {k: v for k, v in schema.items() if k not in ("$id", "$schema")}  # the base is the document's
+    out = keywords_mapped(root, moved)
+    return None if refused else out
 
 
 def pointer(path: str, *keys: Any) -> str:

@@ -30,6 +30,7 @@ import torch
 
 from ..bitmask import bitmask_width
 from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, at, enum_values, pointer
+from .json_merge import DATA_KEYWORDS as _DATA, LEFT_OUT as _LEFT_OUT, NAME_MAPS as _NAME_MAPS, keywords_mapped as _schema_keys_mapped
 from .json_negation import MAX_ONE_OF, complement
 from .json_subset import within
 from .json_terminals import FORMAT_PATTERNS, NON_STRING_FORMATS
@@ -199,8 +200,10 @@ class LLGuidanceMatcher:
         return LLGuidanceMatcher(self._compiled, self._inner.deep_copy(), self._num_tokens, self._eos)
 
 
-def compile_llguidance(kind: str, spec: Any, vocab: Vocabulary, whitespace: str = "compact") -> LLGuidanceGrammar:
-    """kind: "regex" (pattern), "lark" (grammar text) or "json_schema" (dict)."""
+def compile_llguidance(kind: str, spec: Any, vocab: Vocabulary, whitespace: str = "compact",
+                       frame: tuple[str, str] = ("", "")) -> LLGuidanceGrammar:
+    """kind: "regex" (pattern), "lark" (grammar text) or "json_schema" (dict). frame: literal
+    text before and after a JSON schema's value (checked by the caller: plain ASCII)."""
     try:
         import llguidance
     except ImportError as exc:
@@ -219,7 +222,8 @@ def compile_llguidance(kind: str, spec: Any, vocab: Vocabulary, whitespace: str 
             if not isinstance(spec, (dict, bool)):
                 raise GrammarError(f"json_schema must be an object or a boolean, got {type(spec).__name__}")
             schema = dict(_without_unknown_metaschemas(spec), **{"x-guidance": options}) if isinstance(spec, dict) else spec
-            grammar = "start: %json " + json.dumps(schema)  # as Lark: where no_forcing can be set
+            prefix, suffix = (json.dumps(part) + " " if part else "" for part in frame)
+            grammar = f"start: {prefix}%json {json.dumps(schema)} {suffix}"  # as Lark: where no_forcing can be set
         else:
             raise GrammarError(f"unknown llguidance constraint kind {kind!r}")
     except (ValueError, TypeError) as exc:
@@ -227,9 +231,6 @@ def compile_llguidance(kind: str, spec: Any, vocab: Vocabulary, whitespace: str 
     return LLGuidanceGrammar(_without_forcing(grammar), vocab)
 
 
-# keywords whose value maps names to schemas, and those whose value is data, not a schema
-_NAME_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"})
-_DATA = frozenset({"enum", "const", "default", "examples", "required", "dependentRequired"})
 
 
 _METASCHEMAS = {f"http://json-schema.org/draft-0{n}/schema" for n in (3, 4, 6, 7)} | {
@@ -245,25 +246,6 @@ def _metaschema(uri: str) -> str | None:
     return uri + "#" if uri in _METASCHEMAS else None
 
 
-def _schema_keys_mapped(node: Any, fn: Callable[[str, Any], Any]) -> Any:
-    """`node` with each keyword of each schema object replaced by `fn(keyword, value)` (left out
-    where that is _LEFT_OUT); property names and data (enum, const, ...) are not keywords."""
-    if isinstance(node, list):
-        return [_schema_keys_mapped(v, fn) for v in node]
-    if not isinstance(node, dict):
-        return node
-    out = {}
-    for key, value in node.items():
-        if key in _DATA:
-            out[key] = value
-        elif key in _NAME_MAPS and isinstance(value, dict):
-            out[key] = {name: _schema_keys_mapped(v, fn) for name, v in value.items()}
-        elif (mapped := fn(key, value)) is not _LEFT_OUT:
-            out[key] = _schema_keys_mapped(mapped, fn)
-    return out
-
-
-_LEFT_OUT = object()
 
 
 def _without_unknown_metaschemas(node: Any) -> Any:

@@ -27,6 +27,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..chat import schema_instruction
+from ..grammar.compiler import compile_json_schema
 from ..grammar.protocol import GrammarError
 from ..inputs import PromptTooLong
 from ..sampling import SamplingParams
@@ -34,7 +35,10 @@ from .output import ChoiceOutput, logprobs_body
 from .protocol import ApiError, ChatRequest, chunk_body, completion_body, error_body, new_id, parse_request, usage_body
 from .responses import output_items, parse_responses_request, response_body, stream_events, to_chat_request, usage_of
 from .worker import EngineFailure, EngineWorker
-from .tools import ContentFormat, ToolPlan, constraint_grammar, plan_tools, render_messages
+from .tools import (
+    AUTO_TEXT, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, ContentFormat, ToolPlan, calls_schema, constraint_grammar, plan_tools,
+    render_messages, tool_error_text,
+)
 
 __all__ = ["ServerConfig", "create_app", "serve", "BackgroundServer"]
 
@@ -96,25 +100,46 @@ class ChatService:
         return ContentFormat("json_schema", schema)
 
     def _compile(self, plan: ToolPlan, content: ContentFormat) -> Any:
-        """The reply's grammar (None: unconstrained text). Tool calls, alone or together with a
-        response format, compile through the grammar layer's IR; a response format alone as a
-        schema / JSON-object constraint."""
+        """The reply's grammar (None: unconstrained text): the calls array (tools.calls_schema)
+        through the JSON-schema backend; in "auto" mode framed by the markers, joined with the
+        content's grammar; a response format alone as a schema / JSON-object constraint."""
         from ..grammar import compile as compile_grammar
+        from ..grammar.union import UnionGrammar
 
         blame = "response_format"
+        generator = self.generator
         try:
             if plan.mode != "none":
                 blame = "tools"
-                ir = constraint_grammar(plan, content, closed_objects=getattr(self.generator, "closed_objects", True))
-                return compile_grammar(ir=ir, vocab=self.generator.vocabulary, backend=self.generator.backend)
+                closed = getattr(generator, "closed_objects", True)
+                schema = calls_schema(plan)
+                if schema is None:  # references that cannot move into one document: one document per tool
+                    ir = constraint_grammar(plan, content, closed_objects=closed)
+                    return compile_grammar(ir=ir, vocab=generator.vocabulary, backend=generator.backend)
+                frame = ("", "") if plan.mode == "required" else (TOOL_CALL_OPEN, TOOL_CALL_CLOSE)
+                calls = compile_json_schema(schema, generator.vocabulary, backend=generator.backend, closed_objects=closed, frame=frame)
+                if plan.mode == "required":
+                    return calls
+                blame = "response_format"
+                return UnionGrammar([self._content_grammar(content), calls])
             if content.kind == "json_object":
-                return self.generator.compile_constraint(json_object=True)
+                return generator.compile_constraint(json_object=True)
             if content.kind == "json_schema":
-                return self.generator.compile_constraint(schema=content.schema)
+                return generator.compile_constraint(schema=content.schema)
             return None
         except (GrammarError, ValueError) as exc:
-            raise ApiError(400, f"invalid or unsupported {'schema' if blame == 'response_format' else 'tool schema'}: {exc}",
+            message = str(exc) if blame == "response_format" else tool_error_text(str(exc), plan)
+            raise ApiError(400, f"invalid or unsupported {'schema' if blame == 'response_format' else 'tool schema'}: {message}",
                            param=blame) from None
+
+    def _content_grammar(self, content: ContentFormat) -> Any:
+        """What content may be in "auto" mode: text not starting with the call marker's first
+        character, or JSON following the response format."""
+        if content.kind == "json_object":
+            return self.generator.compile_constraint(json_object=True)
+        if content.kind == "json_schema":
+            return self.generator.compile_constraint(schema=content.schema)
+        return self.generator.compile_constraint(regex=AUTO_TEXT)
 
     @staticmethod
     def _hint(plan: ToolPlan, content: ContentFormat) -> str | None:

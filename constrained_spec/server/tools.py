@@ -7,9 +7,12 @@ The wire format the model writes is a JSON array of calls, `[{"name": ..., "argu
 - `tool_choice="auto"`: the output is either content or `<tool_call>` + the array + `</tool_call>`.
   Content is plain text not starting with `<`, or, with a `response_format`, JSON following it
   (JSON never starts with `<`): the first character decides between the branches.
-`parallel_tool_calls=false` makes the array exactly one call. The grammar is built in the grammar
-layer's IR (`json_schema.SchemaSet`: each tool's parameters are their own document, so their
-`$ref`s resolve inside them) and compiled by `grammar.compile(ir=...)` like any other constraint.
+`parallel_tool_calls=false` makes the array exactly one call. The array is one JSON schema
+(`calls_schema`: each tool's parameters under `$defs`, their local `$ref`s moved with them),
+compiled by the default JSON-schema backend like a `response_format` (llguidance first, our
+compiler where it refuses); in "auto" mode framed by the markers and joined with the content's
+grammar (`grammar.union`). Tools whose `$ref`s are not local JSON pointers (anchors, `$id`s) go
+through the grammar layer's IR instead (`constraint_grammar`: each tool its own document).
 Chat templates without tool support (SmolLM2's) get the tools and this format in the system
 prompt; earlier calls and tool results in the history are rendered as text in the same format.
 """
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..grammar.json_ir import EMPTY, Grammar, Lit, Node, Rep, Rx, alt, opt, seq
+from ..grammar.json_merge import rebased_refs
 from ..grammar.json_schema import SchemaSet
 from ..grammar.protocol import GrammarError
 from .protocol import ApiError, ChatMessage, NamedToolChoice, Tool
@@ -36,6 +40,9 @@ __all__ = [
     "ToolPlan",
     "plan_tools",
     "constraint_grammar",
+    "calls_schema",
+    "tool_error_text",
+    "AUTO_TEXT",
     "render_messages",
     "parse_calls",
     "split_auto_output",
@@ -48,6 +55,7 @@ _EMPTY_OBJECT = {"type": "object", "properties": {}, "additionalProperties": Fal
 # Plain text in "auto" mode may not start with "<": then the first character decides between
 # text and a call. (Excluding only the full marker needs a regex whose token-level DFA takes
 # minutes to build on a 49k vocabulary; this one builds in a few seconds.)
+AUTO_TEXT = rf"(?:[^{CALL_START}][\s\S]*)?"
 _TEXT = opt(Rx(rf"[^{CALL_START}][\s\S]*"))
 
 
@@ -80,6 +88,37 @@ def _arguments_schema(tool: Tool) -> dict[str, Any]:
         raise ApiError(400, f"tool '{tool.function.name}': parameters must be a JSON schema of type 'object'",
                        param="tools")
     return params
+
+
+def calls_schema(plan: ToolPlan) -> dict[str, Any] | None:
+    """The JSON schema of the calls array: `[` call (`,` call)* `]` (one call when not parallel),
+    a call `{"name": <an allowed tool>, "arguments": <its parameters>}` in that key order. None
+    where a tool's `$ref`s cannot move into one document (not local JSON pointers)."""
+    defs: dict[str, Any] = {}
+    calls = []
+    for i, tool in enumerate(plan.tools):
+        # its references resolve against its own root, which moves to $defs/tool<i>
+        arguments = rebased_refs(_arguments_schema(tool), f"#/$defs/tool{i}")
+        if arguments is None:
+            return None
+        if '"$ref"' in json.dumps(arguments):
+            defs[f"tool{i}"], arguments = arguments, {"$ref": f"#/$defs/tool{i}"}
+        calls.append({"type": "object", "properties": {"name": {"const": tool.function.name}, "arguments": arguments},
+                      "required": ["name", "arguments"], "additionalProperties": False})
+    schema: dict[str, Any] = {"type": "array", "items": calls[0] if len(calls) == 1 else {"anyOf": calls}, "minItems": 1}
+    if not plan.parallel:
+        schema["maxItems"] = 1
+    if defs:
+        schema["$defs"] = defs
+    return schema
+
+
+def tool_error_text(message: str, plan: ToolPlan) -> str:
+    """A compile error about `calls_schema(plan)` with its pointers named as the request names them."""
+    for i, tool in enumerate(plan.tools):
+        message = message.replace(f"#/$defs/tool{i}", "#")  # a reference, as the tool's schema spells it
+        message = message.replace(f"/$defs/tool{i}", f"tools[{i}] ('{tool.function.name}') parameters ")
+    return message
 
 
 def _calls_node(plan: ToolPlan, docs: SchemaSet) -> Node:

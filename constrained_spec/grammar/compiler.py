@@ -158,9 +158,9 @@ def compile_json_schema(
         return _cached(key, lambda: _no_repeated_keys(compile_llguidance("json_schema", schema_dict, vocab, whitespace=whitespace, frame=frame),
                                                       vocab, schema_dict))
 
-    def native() -> CompiledGrammar:
+    def native(closed: bool) -> CompiledGrammar:
         unique_items: list[str] = []
-        grammar = schema_to_grammar(schema_dict, whitespace, strict, closed_objects, unique_items)
+        grammar = schema_to_grammar(schema_dict, whitespace, strict, closed, unique_items)
         if any(frame):
             grammar = dataclasses.replace(grammar, root=seq(Lit(frame[0]), grammar.root, Lit(frame[1])))
         compiled = _from_ir(grammar, vocab)
@@ -170,9 +170,28 @@ def compile_json_schema(
 
         return UniqueItemsGrammar(compiled, vocab, schema_dict)
 
-    if backend == "native":
-        return _cached(key, native)
-    return _cached(key, lambda: _llguidance_or_native(schema_dict, vocab, whitespace, strict, closed_objects, native, frame))
+    def build(closed: bool) -> CompiledGrammar:
+        if backend == "native":
+            return native(closed)
+        return _llguidance_or_native(schema_dict, vocab, whitespace, strict, closed, lambda: native(closed), frame)
+
+    def closed_or_open() -> CompiledGrammar:
+        """closed_objects narrows (declared keys only); where no engine can close this schema's
+        objects, its own meaning (undeclared keys where it allows them) is still exact."""
+        try:
+            return build(closed_objects)
+        except GrammarError as closed_error:
+            if not closed_objects:
+                raise
+            try:
+                compiled = build(False)
+            except GrammarError:
+                raise closed_error from None
+            schema_log.warning("JSON schema: objects left open (undeclared keys where the schema allows them): closing "
+                               "them is not expressible here (%s)", str(closed_error)[:200])
+            return compiled
+
+    return _cached(key, closed_or_open)
 
 
 _FRAME_FORBIDDEN = set('"\\{}[],:')

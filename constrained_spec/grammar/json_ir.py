@@ -24,6 +24,9 @@ MAX_REGEX_CHARS = 1_000_000
 # Lark rewrites `?` and `( | )` inside one rule into that rule's alternatives, multiplying them
 # along a sequence: past this many, its grammar loader runs for minutes and gigabytes.
 MAX_LARK_ALTERNATIVES = 20_000
+# Lark's LALR tables grow faster than the alternatives of all rules together (on the 2-core VM:
+# 1,097 took 6 s, 3,659 10 s, 4,608 62 s): past this total the grammar is refused, quickly.
+MAX_LARK_TOTAL_ALTERNATIVES = 4_096
 BESIDE_SPLIT_ALTERNATIVES = 64  # an option beside recursive ones is split member by member up to this many
 
 
@@ -176,11 +179,16 @@ class Grammar:
         rules = {"start": self._lark(self.root, cyclic)}
         for name in sorted(cyclic):
             rules[_rule_name(name)] = self._lark(self.defs[name], cyclic)
+        total = 0
         for name, node in [("start", self.root)] + [(n, self.defs[n]) for n in sorted(cyclic)]:
             count = self._lark_alternatives(node, cyclic)
             if count > MAX_LARK_ALTERNATIVES:
                 raise GrammarTooLarge(f"the grammar's rule {name!r} would expand to more than {MAX_LARK_ALTERNATIVES:,} "
                                       "alternatives in Lark: too many optional members around recursive values")
+            total += count
+        if total > MAX_LARK_TOTAL_ALTERNATIVES:
+            raise GrammarTooLarge(f"the grammar's rules would expand to {total:,} alternatives in Lark (limit "
+                                  f"{MAX_LARK_TOTAL_ALTERNATIVES:,}): too many optional members around recursive values")
         return "\n".join(f"{name}: {body}" for name, body in rules.items()) + "\n"
 
     def _lark_alternatives(self, node: Node, cyclic: set[str]) -> int:

@@ -144,9 +144,12 @@ def _decimal_multiple_of(validator: Any, step: float, instance: Any, schema: dic
 def _validator(schema: Any) -> Any:
     """jsonschema's validator for the schema's draft; without a `$schema` it knows (Snowplow's
     self-describing URI: drafts 4-7 in practice), draft 7, or draft 4 where a bound is a boolean
-    exclusiveMinimum/Maximum (jsonschema's 2020-12 crashes on items as an array)."""
+    exclusiveMinimum/Maximum (jsonschema's 2020-12 crashes on items as an array), or 2020-12
+    where a keyword only it has is used."""
     text = json.dumps(schema)
     old = jsonschema.Draft4Validator if re.search(r'"exclusive(Min|Max)imum": (true|false)', text) else jsonschema.Draft7Validator
+    if re.search(r'"(prefixItems|dependentRequired|dependentSchemas|unevaluatedProperties|unevaluatedItems)":', text):
+        old = jsonschema.Draft202012Validator  # written for 2020-12 (draft 7 reads `items: false` beside prefixItems as "empty")
     cls = jsonschema.validators.validator_for(schema, default=old)
     cls = jsonschema.validators.extend(cls, {"multipleOf": _decimal_multiple_of})
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
@@ -190,6 +193,7 @@ def main(argv: list[str] | None = None) -> Counter:
     parser.add_argument("--walks", type=int, default=2, help="walks per schema (each kind)")
     parser.add_argument("--max-tokens", type=int, default=200)
     parser.add_argument("--xgrammar", action="store_true", help="also the completeness walks (xgrammar's outputs fed to ours)")
+    parser.add_argument("--closed-objects", action="store_true", help="compile as the API does by default (objects get their declared keys only)")
     args = parser.parse_args(argv)
 
     from constrained_spec.bitmask import new_bitmask
@@ -226,7 +230,7 @@ def main(argv: list[str] | None = None) -> Counter:
         clear_cache()
         start = time.perf_counter()
         try:
-            compiled = _with_timeout(20, lambda: compile_json_schema(schema, vocab))  # noqa: B023 (called at once)
+            compiled = _with_timeout(20, lambda: compile_json_schema(schema, vocab, closed_objects=args.closed_objects))  # noqa: B023 (called at once)
         except (_Timeout, GrammarError) as exc:
             reason = "over 20 s" if isinstance(exc, _Timeout) else str(exc)
             counts["refused"] += 1

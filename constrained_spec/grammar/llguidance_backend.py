@@ -409,20 +409,20 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
 
     inlining: set[str] = set()
 
-    def merged_ref(node: Any, path: str, negated: bool) -> Any:
+    def merged_ref(node: Any, path: str, negated: bool, keep_open: bool = False) -> Any:
         """An allOf member; a `$ref` there is its target, one level inlined: llguidance merges
         allOf members and cannot merge a reference into a cycle ("circular references with
         sibling keys"); the target's own references stay references."""
         ref = node.get("$ref") if isinstance(node, dict) and not set(node) - {"$ref"} - _QUIET else None
         if not isinstance(ref, str) or ref in inlining:
-            return rewrite(node, path, negated)
+            return rewrite(node, path, negated, keep_open)
         try:
             target = checks.resolve(ref, "")
         except (GrammarError, RecursionError):
-            return rewrite(node, path, negated)
+            return rewrite(node, path, negated, keep_open)
         inlining.add(ref)
         try:
-            return rewrite(target, path, negated)
+            return rewrite(target, path, negated, keep_open)
         finally:
             inlining.discard(ref)
 
@@ -457,7 +457,49 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         except (GrammarError, RecursionError):
             return False
 
-    def rewrite(node: Any, path: str, negated: bool) -> Any:
+    def merged_keys(node: dict) -> list[str] | None:
+        """The keys declared for the object `node` describes, over every part merged into it
+        (allOf, anyOf, oneOf, conditions, dependent schemas, the `$ref`s merged_ref inlines);
+        None where a part says what undeclared keys may be (patternProperties, a schema or
+        false for additionalProperties, propertyNames, unevaluatedProperties), requires a key
+        no part declares (closed, it could never be written), or is a `$ref` that stays one
+        (a reference beside nothing in anyOf/oneOf, or back into itself: its target is closed
+        on its own)."""
+        keys: dict[str, None] = {}
+        required: set[str] = set()
+        refs: set[str] = set()
+        todo: list[tuple[Any, bool]] = [(node, False)]  # (part, stays a $ref if it is one)
+        while todo:
+            part, alone = todo.pop()
+            if not isinstance(part, dict):
+                continue
+            if part is not node and (set(part) & {"patternProperties", "propertyNames", "unevaluatedProperties"}
+                                     or part.get("additionalProperties", True) is not True):
+                return None
+            ref = part.get("$ref")
+            if isinstance(ref, str):
+                if alone and not set(part) - {"$ref"} - _QUIET or ref in refs:
+                    return None
+                refs.add(ref)
+                try:
+                    todo.append((checks.resolve(ref, ""), False))
+                except (GrammarError, RecursionError):
+                    return None
+            if isinstance(part.get("properties"), dict):
+                keys.update(dict.fromkeys(part["properties"]))
+            if isinstance(part.get("required"), list):
+                required.update(k for k in part["required"] if isinstance(k, str))
+            for k in ("allOf", "anyOf", "oneOf"):
+                todo += [(v, k != "allOf") for v in part.get(k, []) if isinstance(part.get(k), list)]
+            todo += [(part[k], True) for k in ("if", "then", "else", "not") if isinstance(part.get(k), dict)]
+            for k in ("dependentSchemas", "dependencies"):
+                if isinstance(part.get(k), dict):
+                    todo += [(v, True) for v in part[k].values() if isinstance(v, dict)]
+        return list(keys) if required <= keys.keys() else None
+
+    def rewrite(node: Any, path: str, negated: bool, keep_open: bool = False) -> Any:
+        """keep_open: `node` is a part of an object closed where its parts merge (an allOf
+        member, an anyOf branch): the keys it may hold were counted there."""
         nonlocal unsafe
         if not isinstance(node, dict):
             return node
@@ -526,8 +568,19 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         step = out.get("multipleOf")
         if isinstance(step, float) and not step.is_integer() and not _decimal_reading_agrees(step):
             unsafe = True
+        parts_open = keep_open  # the parts describing this same object (allOf, anyOf) left open
         if closed_objects and (_UNSAFE & set(out) or (({"$ref", "anyOf"} & set(out)) and _OBJECT_KEYWORDS & set(out))):
-            unsafe = True
+            # closed where the parts merge: every key some part declares, the parts left open
+            # (closing each part alone would lose the keys of the others)
+            keys = None if _UNSAFE & set(out) - {"allOf"} else [] if keep_open else merged_keys(out)
+            if keys is None:
+                unsafe = True
+            else:
+                parts_open = True
+                own_rule = out.get("additionalProperties", True) is not True or "patternProperties" in out
+                if not keep_open and not own_rule:  # (its own rule already closes it, over its own keys)
+                    declared = out.get("properties", {})
+                    out["properties"] = {**declared, **{k: True for k in keys if k not in declared}}
         for k in _ONE:
             if isinstance(out.get(k), dict):
                 out[k] = rewrite(out[k], pointer(path, k), negated)
@@ -535,9 +588,9 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
             out["allOf"] = [*out.get("allOf", []), {"$ref": out.pop("$ref")}]
         for k in _LIST:
             if isinstance(out.get(k), list):
-                out[k] = [rewrite(v, pointer(path, k, i), negated) for i, v in enumerate(out[k])]
+                out[k] = [rewrite(v, pointer(path, k, i), negated, parts_open and k == "anyOf") for i, v in enumerate(out[k])]
         if isinstance(out.get("allOf"), list):  # for its formats (closing marked it unsafe)
-            out["allOf"] = [merged_ref(v, pointer(path, "allOf", i), negated) for i, v in enumerate(out["allOf"])]
+            out["allOf"] = [merged_ref(v, pointer(path, "allOf", i), negated, parts_open) for i, v in enumerate(out["allOf"])]
         for k in _MAP:
             if isinstance(out.get(k), dict):
                 out[k] = {name: rewrite(v, pointer(path, k, name), negated) for name, v in out[k].items()}
@@ -549,7 +602,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
                 out[k] = rewrite(out[k], pointer(path, k), True)
         kinds = out.get("type")
         is_object = "properties" in out or kinds == "object" or (isinstance(kinds, list) and "object" in kinds)
-        if closed_objects and is_object and out.get("additionalProperties", True) is True and "patternProperties" not in out:
+        if closed_objects and not keep_open and is_object and out.get("additionalProperties", True) is True and "patternProperties" not in out:
             if not set(out.get("required", [])) <= set(out.get("properties", {})):
                 unsafe = True
             out["additionalProperties"] = False

@@ -248,7 +248,12 @@ def main(argv: list[str] | None = None) -> Counter:
                 matcher.fill_bitmask(mask)
                 mask_times.append(time.perf_counter() - begin)
 
-            status, tokens = walker.walk(fill, matcher.accept_token, mask)
+            try:
+                status, tokens = walker.walk(fill, matcher.accept_token, mask)
+            except GrammarError as exc:  # an engine that gives up mid-way (a limit): a failure, counted
+                counts["runtime errors"] += 1
+                print(f"  RUNTIME ERROR {name}: {str(exc)[:160]}", flush=True)
+                continue
             counts["walks"] += 1
             if status == "dead end":
                 counts["dead ends"] += 1

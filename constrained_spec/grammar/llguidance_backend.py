@@ -92,7 +92,11 @@ class LLGuidanceGrammar:
     def _new(self) -> Any:
         import llguidance
 
-        return llguidance.LLMatcher(self.tokenizer, self.grammar, log_level=0)
+        # a row of 2,000 Earley items (llguidance's default) stopped generation mid-way on real
+        # schemas (SchemaStore's tmlanguage: 2,723 items after `{"patterns":[{"`, a token the
+        # mask had allowed); 20,000 leaves such grammars room (20k items/ms, per llguidance)
+        limits = llguidance.LLParserLimits(max_items_in_row=20_000)
+        return llguidance.LLMatcher(self.tokenizer, self.grammar, log_level=0, limits=limits)
 
     @property
     def vocab_size(self) -> int:
@@ -325,6 +329,7 @@ _MAP = ("properties", "patternProperties", "$defs", "definitions")
 _UNSAFE = {"allOf", "oneOf", "not", "contains", "if", "then", "else", "dependencies", "dependentSchemas",
            "dependentRequired", "unevaluatedProperties", "$dynamicRef", "$recursiveRef"}
 _QUIET = ANNOTATIONS | STRUCTURAL  # keywords that constrain nothing
+_ROOT_ONLY = ("$defs", "definitions", "$schema", "$id", "id")  # left out where the root schema is inlined
 _OBJECT_KEYWORDS = {"type", "properties", "required", "additionalProperties", "patternProperties",
                     "propertyNames", "minProperties", "maxProperties", "enum", "const"}
 
@@ -408,6 +413,53 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         return branches
 
     inlining: set[str] = set()
+    merged_defs: dict[str, Any] = {}  # name -> a cyclic reference merged with its siblings, rewritten
+    merged_names: dict[tuple, str] = {}
+
+    cyclic_refs: dict[str, bool] = {}
+
+    def cyclic(ref: str) -> bool:
+        """Whether the schema `ref` points to refers back to it (within 5,000 schema nodes)."""
+        if ref not in cyclic_refs:
+            cyclic_refs[ref], seen, todo, budget = False, {ref}, [ref], 5000
+            while todo and budget > 0 and not cyclic_refs[ref]:
+                try:
+                    stack = [checks.resolve(todo.pop(), "")]
+                except (GrammarError, RecursionError):
+                    continue
+                while stack and budget > 0:
+                    node, budget = stack.pop(), budget - 1
+                    if isinstance(node, dict):
+                        inner = node.get("$ref")
+                        if inner == ref:
+                            cyclic_refs[ref] = True
+                            break
+                        if isinstance(inner, str) and inner not in seen:
+                            seen.add(inner)
+                            todo.append(inner)
+                        stack += [v for k, v in node.items() if k not in _DATA]
+                    elif isinstance(node, list):
+                        stack += node
+        return cyclic_refs[ref]
+
+    def merged_cycle(ref: str, siblings: dict, path: str, negated: bool, keep_open: bool) -> dict | None:
+        """`{"$ref": ref, **siblings}` where `ref` leads back into itself (minecraft's
+        `{"$ref": numberProvider, "type": ["number", "object"]}` inside numberProvider): llguidance
+        refuses a reference into a cycle beside other keywords, and inlining it again never ends.
+        It becomes a reference to a new definition, the target's content and the siblings in an
+        allOf, one per (reference, siblings): the same pair inside it refers back to it."""
+        key = (ref, json.dumps(siblings, sort_keys=True), negated, keep_open)
+        if key not in merged_names:
+            try:
+                target = checks.resolve(ref, "")
+            except (GrammarError, RecursionError):
+                return None
+            if not isinstance(target, dict):
+                return None
+            name = merged_names[key] = f"constrained_spec_merged{len(merged_names)}"
+            content = {k: v for k, v in target.items() if k not in _ROOT_ONLY} if target is schema else target
+            merged_defs[name] = rewrite({"allOf": [content, siblings]}, path, negated, keep_open)
+        return {"$ref": f"#/$defs/{merged_names[key]}"}
 
     def merged_ref(node: Any, path: str, negated: bool, keep_open: bool = False) -> Any:
         """An allOf member; a `$ref` there is its target, one level inlined: llguidance merges
@@ -420,6 +472,8 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
             target = checks.resolve(ref, "")
         except (GrammarError, RecursionError):
             return rewrite(node, path, negated, keep_open)
+        if target is schema and isinstance(target, dict):  # the root, inlined: its id and definitions stay at the root
+            target = {k: v for k, v in target.items() if k not in _ROOT_ONLY}
         inlining.add(ref)
         try:
             return rewrite(target, path, negated, keep_open)
@@ -506,6 +560,22 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         if ignored is not None:
             for key in node.keys() - known:
                 ignored.setdefault(key, pointer(path, key))
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref in inlining and set(node) & VALIDATION - {"$ref"}:
+            siblings = {k: v for k, v in node.items() if k != "$ref" and k not in _QUIET}
+            cycle = merged_cycle(ref, siblings, path, negated, keep_open)
+            if cycle is not None:
+                return cycle
+        options_key = "anyOf" if isinstance(node.get("anyOf"), list) else "oneOf" if isinstance(node.get("oneOf"), list) else None
+        siblings = {k: v for k, v in node.items() if k in VALIDATION and k not in ("anyOf", "oneOf", "$ref")}
+        if options_key and siblings and not set(node) & {"anyOf", "oneOf"} - {options_key} and any(
+                isinstance(o, dict) and isinstance(o.get("$ref"), str) and not set(o) - {"$ref"} - _QUIET and cyclic(o["$ref"])
+                for o in node[options_key]):
+            # llguidance moves the siblings into every branch and refuses them beside a reference
+            # into a cycle (resjson); moved here, such a branch becomes merged_cycle's definition
+            node = {**{k: v for k, v in node.items() if k not in siblings},
+                    options_key: [{**o, **siblings} if isinstance(o, dict) and "$ref" in o and not set(o) & set(siblings)
+                                  else {"allOf": [o, siblings]} for o in node[options_key]]}
         out = _names_as_properties(dict(node), closed_objects, checks.deref)
         if implied_type(out):
             del out["type"]
@@ -617,6 +687,8 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         return out
 
     rewritten = rewrite(schema, "", False)
+    if merged_defs and isinstance(rewritten, dict):
+        rewritten["$defs"] = {**rewritten.get("$defs", {}), **merged_defs}
     return None if unsafe else rewritten
 
 

@@ -591,3 +591,36 @@ def test_a_negation_through_contains_is_narrowed_for_llguidance(caplog):
     compiled = compile_json_schema(under_not, BYTES)
     for text in ['{"playbook_file":"p","inline":["a"]}', '{"inline":["a"]}', narrowed, '{"playbook_file":"p","inline":3}']:
         assert _walk(compiled, under_not, text) == _valid(under_not, text), text
+
+
+_SIBLING_CYCLES = [
+    # resjson: keywords beside an anyOf one of whose branches refers into a cycle
+    ({"type": "object", "additionalProperties": {"minProperties": 1, "anyOf": [{"type": "string"}, {"$ref": "#/definitions/r"}]},
+      "definitions": {"r": {"type": "object", "additionalProperties": {
+          "minProperties": 1, "anyOf": [{"type": "string"}, {"$ref": "#/definitions/r"}]}}}},
+     {'{"a":"x"}': True, '{"a":{"b":"y"}}': True, '{"a":{}}': False, '{"a":{"b":{}}}': False, '{"a":1}': False, "{}": True}),
+    # minecraft's number providers: a reference back into itself beside a type
+    ({"$ref": "#/definitions/n", "definitions": {"n": {"properties": {
+        "kind": {"enum": ["c", "u"]}, "min": {"$ref": "#/definitions/n", "type": ["number", "object"]}}}}},
+     {'{"kind":"u","min":{"kind":"c","min":2}}': True, '{"min":"s"}': False, '{"min":{"min":"s"}}': False,
+      '{"min":{"min":{"min":1.5}}}': True, '"s"': True, '{"min":{"kind":"x"}}': False}),
+    # ninjs: the root (by its $id) referred to beside other keywords
+    ({"$id": "http://example.com/root.json#", "type": "object", "additionalProperties": False, "properties": {
+        "name": {"type": "string"},
+        "sub": {"type": "array", "items": {"anyOf": [{"$ref": "http://example.com/root.json#", "required": ["name"]}]}}}},
+     {'{"sub":[{"name":"a"}]}': True, '{"sub":[{}]}': False, '{"sub":[{"name":"a","sub":[{"name":"b"}]}]}': True,
+      '{"sub":[{"name":"a","sub":[{"x":1}]}]}': False, '{"sub":[{"name":"a","sub":[{"sub":[]}]}]}': False}),
+]
+
+
+@pytest.mark.parametrize("schema,texts", _SIBLING_CYCLES)
+def test_references_into_a_cycle_beside_keywords_on_llguidance(schema, texts):
+    """llguidance refuses a `$ref` into a cycle beside other keywords ("circular references with
+    sibling keys", and it moves an anyOf's siblings into its branches), and our compiler recursed
+    without end on these shapes (six SchemaStore schemas: minecraft x3, loki, ninjs 2.0, resjson):
+    each (reference, siblings) pair becomes one definition that refers back to itself."""
+    compiled = compile_json_schema(schema, BYTES)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    for text, ok in texts.items():
+        assert _valid(schema, text) == ok, f"test case is wrong about {text}"
+        assert _walk(compiled, schema, text) == ok, text

@@ -416,38 +416,47 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
     merged_defs: dict[str, Any] = {}  # name -> a cyclic reference merged with its siblings, rewritten
     merged_names: dict[tuple, str] = {}
 
+    direct: dict[str, set[str]] = {}  # reference -> the references its target applies (not its definitions)
     cyclic_refs: dict[str, bool] = {}
 
+    def direct_refs(ref: str) -> set[str]:
+        if ref not in direct:
+            found: set[str] = set()
+            try:
+                stack = [checks.resolve(ref, "")]
+            except (GrammarError, RecursionError):
+                stack = []
+            while stack:
+                node = stack.pop()
+                if isinstance(node, dict):
+                    if isinstance(node.get("$ref"), str):
+                        found.add(node["$ref"])
+                    stack += [v for k, v in node.items() if k not in _DATA and k not in ("$defs", "definitions")]
+                elif isinstance(node, list):
+                    stack += node
+            direct[ref] = found
+        return direct[ref]
+
     def cyclic(ref: str) -> bool:
-        """Whether the schema `ref` points to refers back to it (within 5,000 schema nodes)."""
+        """Whether the schema `ref` points to applies, through references, `ref` again."""
         if ref not in cyclic_refs:
-            cyclic_refs[ref], seen, todo, budget = False, {ref}, [ref], 5000
-            while todo and budget > 0 and not cyclic_refs[ref]:
-                try:
-                    stack = [checks.resolve(todo.pop(), "")]
-                except (GrammarError, RecursionError):
-                    continue
-                while stack and budget > 0:
-                    node, budget = stack.pop(), budget - 1
-                    if isinstance(node, dict):
-                        inner = node.get("$ref")
-                        if inner == ref:
-                            cyclic_refs[ref] = True
-                            break
-                        if isinstance(inner, str) and inner not in seen:
-                            seen.add(inner)
-                            todo.append(inner)
-                        stack += [v for k, v in node.items() if k not in _DATA]
-                    elif isinstance(node, list):
-                        stack += node
+            seen, todo = set(), list(direct_refs(ref))
+            while todo and ref not in seen:
+                inner = todo.pop()
+                if inner not in seen:
+                    seen.add(inner)
+                    todo += direct_refs(inner)
+            cyclic_refs[ref] = ref in seen
         return cyclic_refs[ref]
 
     def merged_cycle(ref: str, siblings: dict, path: str, negated: bool, keep_open: bool) -> dict | None:
         """`{"$ref": ref, **siblings}` where `ref` leads back into itself (minecraft's
         `{"$ref": numberProvider, "type": ["number", "object"]}` inside numberProvider): llguidance
-        refuses a reference into a cycle beside other keywords, and inlining it again never ends.
-        It becomes a reference to a new definition, the target's content and the siblings in an
-        allOf, one per (reference, siblings): the same pair inside it refers back to it."""
+        refuses a reference into a cycle beside other keywords, and inlining it again never ends
+        (or, done once per place, multiplies: renovate's 100 managers, each `{"$ref": "#", "type":
+        "object"}`, made 40,000 references). It becomes a reference to a new definition, the
+        target's content and the siblings in an allOf, one per (reference, siblings): the same
+        pair inside it refers back to it."""
         key = (ref, json.dumps(siblings, sort_keys=True), negated, keep_open)
         if key not in merged_names:
             try:
@@ -561,11 +570,18 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
             for key in node.keys() - known:
                 ignored.setdefault(key, pointer(path, key))
         ref = node.get("$ref")
-        if isinstance(ref, str) and ref in inlining and set(node) & VALIDATION - {"$ref"}:
-            siblings = {k: v for k, v in node.items() if k != "$ref" and k not in _QUIET}
-            cycle = merged_cycle(ref, siblings, path, negated, keep_open)
-            if cycle is not None:
-                return cycle
+        if isinstance(ref, str) and set(node) & VALIDATION - {"$ref"} and (ref in inlining or cyclic(ref)):
+            try:
+                target = checks.resolve(ref, "")
+            except (GrammarError, RecursionError):
+                target = None
+            siblings = _vacuous_dropped({k: v for k, v in node.items() if k in VALIDATION and k != "$ref"}, target)
+            if not siblings:  # renovate's managers: `{"$ref": "#", "type": "object", "items": ...}` of an object root
+                node = {"$ref": ref}  # (llguidance unrolls a cycle beside annotations too, past its 50,000 nodes)
+            else:
+                cycle = merged_cycle(ref, siblings, path, negated, keep_open)
+                if cycle is not None:
+                    return cycle
         options_key = "anyOf" if isinstance(node.get("anyOf"), list) else "oneOf" if isinstance(node.get("oneOf"), list) else None
         siblings = {k: v for k, v in node.items() if k in VALIDATION and k not in ("anyOf", "oneOf", "$ref")}
         if options_key and siblings and not set(node) & {"anyOf", "oneOf"} - {options_key} and any(
@@ -690,6 +706,38 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
     if merged_defs and isinstance(rewritten, dict):
         rewritten["$defs"] = {**rewritten.get("$defs", {}), **merged_defs}
     return None if unsafe else rewritten
+
+
+_TYPE_ONLY = {  # keywords that constrain values of one JSON type only
+    "array": {"items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains", "minContains",
+              "maxContains", "unevaluatedItems"},
+    "object": {"properties", "patternProperties", "additionalProperties", "required", "minProperties", "maxProperties",
+               "propertyNames", "dependentRequired", "dependentSchemas", "dependencies", "unevaluatedProperties"},
+    "string": {"pattern", "minLength", "maxLength"},
+    "number": {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"},
+}
+
+
+def _type_set(kinds: Any) -> set[str] | None:
+    named = {kinds} if isinstance(kinds, str) else set(kinds) if isinstance(kinds, list) else None
+    return None if named is None else named | ({"integer"} if "number" in named else set())
+
+
+def _vacuous_dropped(siblings: dict, target: Any) -> dict:
+    """`siblings` of a `$ref` to `target` without what says nothing beside it: a `type` the
+    target's own type implies, and keywords of a type the two types together rule out."""
+    if not isinstance(target, dict):
+        return siblings
+    own, said = _type_set(target.get("type")), _type_set(siblings.get("type"))
+    out = dict(siblings)
+    if own is not None and said is not None and own <= said:
+        del out["type"]
+    allowed = own & said if own is not None and said is not None else own if own is not None else said
+    if allowed is not None:
+        for kind, keywords in _TYPE_ONLY.items():
+            if kind not in allowed:
+                out = {k: v for k, v in out.items() if k not in keywords}
+    return out
 
 
 def _decimal_reading_agrees(step: float) -> bool:

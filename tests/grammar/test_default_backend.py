@@ -610,6 +610,10 @@ _SIBLING_CYCLES = [
         "sub": {"type": "array", "items": {"anyOf": [{"$ref": "http://example.com/root.json#", "required": ["name"]}]}}}},
      {'{"sub":[{"name":"a"}]}': True, '{"sub":[{}]}': False, '{"sub":[{"name":"a","sub":[{"name":"b"}]}]}': True,
       '{"sub":[{"name":"a","sub":[{"x":1}]}]}': False, '{"sub":[{"name":"a","sub":[{"sub":[]}]}]}': False}),
+    # renovate's managers: the root beside a type it implies and an array keyword objects ignore
+    ({"type": "object", "properties": {"name": {"type": "string"}, "m": {"$ref": "#/definitions/m"}},
+      "definitions": {"m": {"$ref": "#", "type": "object", "items": {"type": "string"}, "description": "a manager"}}},
+     {'{"m":{"name":"x","m":{}}}': True, '{"m":1}': False, '{"m":{"name":2}}': False, "{}": True}),
 ]
 
 
@@ -621,6 +625,8 @@ def test_references_into_a_cycle_beside_keywords_on_llguidance(schema, texts):
     each (reference, siblings) pair becomes one definition that refers back to itself."""
     compiled = compile_json_schema(schema, BYTES)
     assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    if "m" in schema.get("definitions", {}):  # siblings that say nothing beside the root: a plain reference
+        assert llguidance_schema(schema, closed_objects=False)["definitions"]["m"] == {"$ref": "#"}
     for text, ok in texts.items():
         assert _valid(schema, text) == ok, f"test case is wrong about {text}"
         assert _walk(compiled, schema, text) == ok, text

@@ -95,7 +95,7 @@ class LLGuidanceGrammar:
         # a row of 2,000 Earley items (llguidance's default) stopped generation mid-way on real
         # schemas (SchemaStore's tmlanguage: 2,723 items after `{"patterns":[{"`, a token the
         # mask had allowed); 20,000 leaves such grammars room (20k items/ms, per llguidance)
-        limits = llguidance.LLParserLimits(max_items_in_row=20_000)
+        limits = llguidance.LLParserLimits(max_items_in_row=20_000, initial_lexer_fuel=10_000_000)
         return llguidance.LLMatcher(self.tokenizer, self.grammar, log_level=0, limits=limits)
 
     @property
@@ -942,15 +942,18 @@ def _name_pattern(names: dict) -> str | None:
 
 def _discriminated_conditions(node: dict) -> None:
     """An allOf of `if: {properties: {K: {const: c_i}}}, then: T_i` (no else; distinct string
-    constants) beside `type: object` and `required: [K, ...]` becomes one anyOf: `K = c_i and
-    T_i` for each i, or K none of them (GitHub's issue forms: six item kinds). The same
-    instances: K is present, so exactly the `if` of its value holds (or none); written as six
-    separate conditions, llguidance intersects their two-way choices, 2^6 combinations, and
-    refuses the schema as too large."""
-    members, required = node.get("allOf"), node.get("required")
-    if not isinstance(members, list) or node.get("type") != "object" or not isinstance(required, list):
+    constants) becomes one anyOf: an object with `K = c_i` and T_i for each i, or K none of them,
+    or (where K is not required) K absent and every T_i (an `if` without `required` holds then;
+    with `required: [K]` none does), or (where the node admits more than objects) a non-object
+    and every T_i (each `if` holds vacuously). GitHub's issue forms (six item kinds, K required)
+    and minecraft's number providers (sixteen, K optional, numbers too): written as separate
+    conditions, llguidance intersects their two-way choices, 2^n combinations, and refuses the
+    schema as too large."""
+    members = node.get("allOf")
+    if not isinstance(members, list):
         return
-    key, chosen, branches, rest = None, [], [], []
+    required = node.get("required") if isinstance(node.get("required"), list) else []
+    key, chosen, branches, rest, thens, demands = None, [], [], [], [], set()
     for member in members:
         cond = member.get("if") if isinstance(member, dict) and not set(member) - {"if", "then"} - ANNOTATIONS else None
         props = cond.get("properties") if isinstance(cond, dict) and not set(cond) - {"properties", "required"} - ANNOTATIONS else None
@@ -964,10 +967,16 @@ def _discriminated_conditions(node: dict) -> None:
             continue
         key = name
         chosen.append(const)
-        branches.append({"required": [name], "properties": {name: {"const": const}}, "allOf": [member.get("then", True)]})
-    if len(chosen) < 2 or key not in required:
+        thens.append(member.get("then", True))
+        demands.add("required" in cond)
+        branches.append({"type": "object", "required": [name], "properties": {name: {"const": const}}, "allOf": [thens[-1]]})
+    if len(chosen) < 2 or len(demands) != 1:
         return
-    branches.append({"properties": {key: {"not": {"enum": chosen}}}})
+    branches.append({"type": "object", "required": [key], "properties": {key: {"not": {"enum": chosen}}}})
+    if key not in required:
+        branches.append({"type": "object", "properties": {key: False}, "allOf": [] if demands == {True} else thens})
+    if node.get("type") != "object":
+        branches.append({"type": ["null", "boolean", "number", "string", "array"], "allOf": thens})
     node["allOf"] = [*rest, {"anyOf": branches}]
 
 

@@ -630,3 +630,29 @@ def test_references_into_a_cycle_beside_keywords_on_llguidance(schema, texts):
     for text, ok in texts.items():
         assert _valid(schema, text) == ok, f"test case is wrong about {text}"
         assert _walk(compiled, schema, text) == ok, text
+
+
+_KINDS = {"allOf": [
+    {"if": {"properties": {"kind": {"const": "a"}}}, "then": {"properties": {"x": {"type": "integer"}}, "required": ["x"]}},
+    {"if": {"properties": {"kind": {"const": "b"}}}, "then": {"properties": {"y": {"type": "string"}}}},
+    {"if": {"properties": {"kind": {"const": "c"}}}, "then": {"properties": {"x": {"type": "string"}}}}]}
+
+
+@pytest.mark.parametrize("schema", [
+    _KINDS,  # K optional, non-objects admitted (minecraft's number providers)
+    {**_KINDS, "type": "object"},
+    {**_KINDS, "type": "object", "required": ["kind"]},  # K required (GitHub's issue forms)
+    {"allOf": [{**m, "if": {**m["if"], "required": ["kind"]}} for m in _KINDS["allOf"]]},  # each if requires K
+])
+def test_discriminated_conditions_as_one_choice(schema):
+    """Conditions on one key's constants are one anyOf (linear, not 2^n choices for llguidance),
+    exactly: checked against jsonschema on objects with each kind, another kind, no kind, and
+    non-objects (where every `if` holds)."""
+    compiled = compile_json_schema(schema, BYTES)
+    texts = ['{"kind":"a","x":1}', '{"kind":"a"}', '{"kind":"a","x":"s"}', '{"kind":"b","y":"s"}', '{"kind":"b","y":1}',
+             '{"kind":"c","x":"s"}', '{"kind":"c","x":1}', '{"kind":"d","x":[]}', '{"x":1}', '{"x":1,"y":"s"}', '{}',
+             '{"y":"s"}', "3", '"s"', "[]"]
+    verdicts = [_valid(schema, t) for t in texts]
+    assert True in verdicts and False in verdicts
+    for text, ok in zip(texts, verdicts):
+        assert _walk(compiled, schema, text) == ok, text

@@ -416,4 +416,20 @@ def trie_complement(words: list[list[str]], unit: Callable[[str], str], other: C
         body = "|".join(parts)
         return f"(?:{body})" if None in node else f"(?:{body})?"
 
-    return rest(trie)
+    if max((len(word) for word in words), default=0) <= _NESTED_UNITS:
+        return rest(trie)
+    # Long words: nested, two groups a unit exceed regex parsers' nesting limits (Rust's
+    # regex-syntax: 250; llguidance refused utcm-monitor's). Flat instead: for each trie node's
+    # prefix p, p then a unit that leaves the trie, and p itself where no word ends there.
+    parts, stack = [], [(trie, "")]
+    while stack:
+        node, prefix = stack.pop()
+        children = {u: c for u, c in node.items() if u is not None}
+        parts.append(f"{prefix}(?:{other(children)})(?:{anything})*")
+        if None not in node:
+            parts.append(prefix)
+        stack += [(c, prefix + unit(u)) for u, c in children.items()]
+    return "(?:" + "|".join(parts) + ")"
+
+
+_NESTED_UNITS = 40  # words up to this long: the nested form (shorter for many words)

@@ -156,3 +156,27 @@ def test_undeclared_key_counted_natively(schema):
     compiled = compile_json_schema(schema, BYTES, backend="native")
     for text in ["{}", '{"a":1}', '{"a":1,"c":2}', '{"c":2}', '{"a":"x"}', '{"a":1,"b":2}', '{"b":1}', '{"a":"x","c":1}', '{"a":1,"c":"s"}']:
         assert _walk(compiled, schema, text) == _valid(schema, text), text
+
+
+def test_strings_except_long_words_is_flat_and_exact():
+    """Every string but the given words, for short words (nested) and words past 40 characters
+    (flat: nested, two groups a character passed Rust regex-syntax's nesting limit of 250, and
+    llguidance refused utcm-monitor). Seeded: 200 word sets over {a, b}, 60 strings each (the
+    words, their prefixes and one-character extensions, random strings), against membership."""
+    import random
+    import re
+
+    from constrained_spec.grammar.json_negation import _strings_except
+
+    rng = random.Random(0)
+    for trial in range(200):
+        words = ["".join(rng.choice("ab") for _ in range(rng.randint(0, 50 if trial % 2 else 5))) for _ in range(rng.randint(1, 4))]
+        pattern = _strings_except(words)
+        regex = re.compile("^" + pattern + "$")
+        if max(map(len, words)) > 40:
+            assert pattern.count("(") < 4 * sum(map(len, words)) and "(?:(?:(?:(?:" not in pattern  # flat
+        for _ in range(60):
+            word = rng.choice(words)
+            text = rng.choice([word, word[: rng.randint(0, len(word))] + rng.choice(["", "a", "b"]),
+                               "".join(rng.choice("abc") for _ in range(rng.randint(0, 55)))])
+            assert bool(regex.match(text)) == (text not in words), (words, text)

@@ -630,7 +630,10 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         elif fmt is not None and ignored is not None and fmt not in NON_STRING_FORMATS:
             ignored.setdefault(f"format: {fmt}", pointer(path, "format"))
         one_of = out.get("oneOf")
-        if isinstance(one_of, list) and one_of and not disjoint(one_of, out) and objects_apart(one_of, out):
+        keyed = _closed_key_branches(one_of, checks.deref) if isinstance(one_of, list) and not disjoint(one_of, out) else None
+        if keyed is not None:
+            one_of = keyed
+        elif isinstance(one_of, list) and one_of and not disjoint(one_of, out) and objects_apart(one_of, out):
             out["type"] = "object"  # non-objects meet two branches or more: only objects meet one
         elif isinstance(one_of, list) and one_of and not disjoint(one_of, out):  # branch i and no other j
             one_of = exclusive(one_of, out, not negated, path)
@@ -737,6 +740,42 @@ def _vacuous_dropped(siblings: dict, target: Any) -> dict:
         for kind, keywords in _TYPE_ONLY.items():
             if kind not in allowed:
                 out = {k: v for k, v in out.items() if k not in keywords}
+    return out
+
+
+_CLOSED_BRANCH = {"type", "properties", "required", "additionalProperties"}
+
+
+def _closed_key_branches(options: list, deref: Callable[[Any], Any]) -> list | None:
+    """A oneOf of closed objects (`additionalProperties: false`) whose declared keys are
+    pairwise disjoint (traefik's services and middlewares: `{"properties": {"loadBalancer":
+    ...}}`, `{"properties": {"weighted": ...}}`, ...) as disjoint branches: two branches meet
+    only on the empty object (and on non-objects, where neither says `type: object`), so
+    exactly one holds for an object with a key, for `{}` only where one branch alone takes it.
+    Each branch becomes an object holding one of its keys (the one branch that alone takes `{}`
+    keeps it); None where the branches are not of that form."""
+    if len(options) < 2:
+        return None
+    shapes = [deref(o) for o in options]
+    keys: set[str] = set()
+    for shape in shapes:
+        if not isinstance(shape, dict) or set(shape) - _QUIET - _CLOSED_BRANCH or shape.get("additionalProperties") is not False:
+            return None
+        if shape.get("type", "object") != "object" or not isinstance(shape.get("properties", {}), dict):
+            return None
+        names = set(shape.get("properties", {}))
+        if names & keys or not names:
+            return None
+        keys |= names
+    if sum("type" not in shape for shape in shapes) == 1:
+        return None  # non-objects meet that branch alone: valid there
+    takes_empty = [i for i, shape in enumerate(shapes) if not shape.get("required")]
+    out = []
+    for i, (option, shape) in enumerate(zip(options, shapes)):
+        if shape.get("required") or takes_empty == [i]:
+            out.append({"allOf": [option, {"type": "object"}]})
+        else:
+            out.append({"allOf": [option, {"type": "object", "anyOf": [{"required": [k]} for k in shape["properties"]]}]})
     return out
 
 

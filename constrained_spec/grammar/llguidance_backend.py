@@ -683,6 +683,9 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         for k in _MAP:
             if isinstance(out.get(k), dict):
                 out[k] = {name: rewrite(v, pointer(path, k, name), negated) for name, v in out[k].items()}
+        for k in node.keys() - known:  # where a `$ref` may point (`#/$defs/group/a`): rewritten like a definition,
+            if isinstance(out.get(k), dict):  # or llguidance would read its format itself (2023-02-29 as a date)
+                out[k] = rewrite(out[k], pointer(path, k), negated)
         # walked for their formats and keywords only: a narrower part there makes a wider whole
         if isinstance(out.get("oneOf"), list):
             out["oneOf"] = [rewrite(v, pointer(path, "oneOf", i), True) for i, v in enumerate(out["oneOf"])]

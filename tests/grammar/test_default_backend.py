@@ -675,3 +675,16 @@ def test_one_of_closed_objects_with_their_own_keys(branches):
     assert True in verdicts and False in verdicts
     for text, ok in zip(texts, verdicts):
         assert _walk(compiled, schema, text) == ok, text
+
+
+def test_schemas_a_reference_finds_outside_keyword_positions_are_rewritten_too():
+    """`#/$defs/group/a`: `group` is a definition, `a` an unknown keyword of it holding a schema
+    (venvironment's `#/definitions/d15ff/full`). Left as written, llguidance read its `format:
+    date` itself and took 2023-02-29, which format checkers refuse (found in the SchemaStore sweep)."""
+    schema = {"type": "object", "properties": {"d": {"$ref": "#/$defs/group/a"}, "e": {"$ref": "#/$defs/group/b"}},
+              "$defs": {"group": {"a": {"type": "string", "format": "date"},
+                                  "b": {"if": {"required": ["k"]}, "then": {"required": ["v"]}}}}}
+    compiled = compile_json_schema(schema, BYTES)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    for text in ['{"d":"2023-02-28"}', '{"d":"2023-02-29"}', '{"d":"x"}', '{"e":{"k":1,"v":2}}', '{"e":{"k":1}}', '{"e":{}}']:
+        assert _walk(compiled, schema, text) == _valid(schema, text), text

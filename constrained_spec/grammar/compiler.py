@@ -217,7 +217,8 @@ def _llguidance_or_native(
     if strict or whitespace == "flexible":
         return native()
     from .json_key_order import any_order
-    from .llguidance_backend import compile_llguidance, llguidance_schema
+    from .llguidance_backend import compile_llguidance
+    from .llguidance_schema import llguidance_schema
 
     ignored: dict[str, str] = {}
     narrowed: dict[str, str] = {}

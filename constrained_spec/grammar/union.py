@@ -57,7 +57,12 @@ class UnionMatcher:
             bitmask[row] |= self._scratch[0]
 
     def accept_token(self, token_id: int) -> None:
-        taking = tuple(i for i in self._live[-1] if self._matchers[i].validate_tokens([token_id]) == 1)
+        live = self._live[-1]
+        if len(live) == 1:  # (after the first tokens, usually): its own check, no validate first
+            self._matchers[live[0]].accept_token(token_id)  # GrammarError, state unchanged, if refused
+            self._live.append(live)
+            return
+        taking = tuple(i for i in live if self._matchers[i].validate_tokens([token_id]) == 1)
         if not taking:
             raise GrammarError(f"token {token_id} rejected: no branch of the union allows it here")
         for index in taking:

@@ -12,7 +12,8 @@ import jsonschema
 import pytest
 
 from constrained_spec.grammar import GrammarError, Vocabulary, compile_json_schema
-from constrained_spec.grammar.llguidance_backend import LLGuidanceGrammar, llguidance_schema
+from constrained_spec.grammar.llguidance_backend import LLGuidanceGrammar
+from constrained_spec.grammar.llguidance_schema import llguidance_schema
 from constrained_spec.grammar.regex_backend import CompiledRegex
 from constrained_spec.grammar.unique_items import UniqueItemsGrammar
 

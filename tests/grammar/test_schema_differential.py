@@ -36,7 +36,8 @@ from constrained_spec.grammar import GrammarError, compile_json_schema
 from constrained_spec.grammar.json_schema import ONE_OF_NARROWED, schema_to_grammar
 from constrained_spec.grammar.json_terminals import FORMAT_PATTERNS
 from constrained_spec.grammar.lark_engine import compile_lark
-from constrained_spec.grammar.llguidance_backend import LLGuidanceGrammar, llguidance_schema
+from constrained_spec.grammar.llguidance_backend import LLGuidanceGrammar
+from constrained_spec.grammar.llguidance_schema import llguidance_schema
 from constrained_spec.grammar.regex_backend import CompiledRegex
 from constrained_spec.grammar.unique_items import UniqueItemsGrammar
 

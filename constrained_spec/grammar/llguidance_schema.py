@@ -1,0 +1,872 @@
+"""What the default backend hands llguidance for a JSON schema: `llguidance_schema(schema)`.
+
+llguidance (`llguidance_backend.py`) compiles JSON schemas in milliseconds but reads some keywords
+differently from validators (its own date and time formats), lacks others (`not`, `if`/`then`/
+`else`, overlapping `oneOf`, `dependencies`, `uniqueItems`, `propertyNames`) and refuses some
+shapes (a reference into a cycle beside other keywords, 2^n conditions). Each is rewritten here
+into a schema llguidance reads as validators do, exactly or not at all: `None` sends the schema to
+our compiler. The closed-objects option is applied here too. Every rewrite is checked against
+`jsonschema` by the differential tests (tests/grammar/test_default_backend.py,
+test_schema_differential.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+from typing import Any, Callable
+
+from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, at, enum_values, pointer
+from .json_merge import DATA_KEYWORDS as _DATA, LEFT_OUT as _LEFT_OUT, keywords_mapped as _schema_keys_mapped
+from .json_negation import MAX_ONE_OF, complement
+from .json_subset import within
+from .json_terminals import FORMAT_PATTERNS, NON_STRING_FORMATS
+from .negative_literals import leading_lookaheads, literals_complement
+from .protocol import GrammarError
+
+__all__ = ["llguidance_schema", "without_unknown_metaschemas", "WIDE_NUMBER"]
+
+
+_METASCHEMAS = {f"http://json-schema.org/draft-0{n}/schema" for n in (3, 4, 6, 7)} | {
+    f"https://json-schema.org/draft/{year}/schema" for year in ("2019-09", "2020-12")}
+
+
+def _metaschema(uri: str) -> str | None:
+    """A draft's URI as llguidance knows it (`https://json-schema.org/draft-07/schema#` is
+    draft 7), or None for a URI that names no draft."""
+    uri = uri.strip().rstrip("#")
+    uri = re.sub(r"^https?://json-schema\.org/draft-", "http://json-schema.org/draft-", uri)
+    uri = re.sub(r"^https?://json-schema\.org/draft/", "https://json-schema.org/draft/", uri)
+    return uri + "#" if uri in _METASCHEMAS else None
+
+
+
+
+def without_unknown_metaschemas(node: Any) -> Any:
+    """`node` with every `$schema` spelled as llguidance knows it, or left out where it names
+    no draft. llguidance tries to fetch a `$schema` URI it does not know (Snowplow's iglucentral
+    URI, `https://` spellings of draft 7, `http://json-schema.org/schema#`) and refuses the
+    schema. Without one it reads the schema as 2020-12, as Python's jsonschema does for a URI
+    it does not know; the keywords read the same in every draft on both engines (items as an
+    array, boolean exclusiveMinimum: json_merge.clean), only `$id` resolution depends on it."""
+
+    def known(key: str, value: Any) -> Any:
+        if key == "$schema" and isinstance(value, str):
+            return _LEFT_OUT if _metaschema(value) is None else _metaschema(value)
+        return value
+
+    return _schema_keys_mapped(node, known)
+
+
+def _bare(node: Any) -> str:
+    """A schema's text without annotations (title, description, ...): equal texts, equal schemas."""
+    return json.dumps(_schema_keys_mapped(node, lambda k, v: _LEFT_OUT if k in ANNOTATIONS else v), sort_keys=True)
+
+
+def _pattern_twins_as_true(node: dict) -> None:
+    """A declared property whose schema is that of a patternProperties entry matching its name
+    (ANS: `by` and `^[a-zA-Z0-9_]*`, both "authors or references") must meet it twice; as `true`
+    it meets it once, the same. llguidance intersects the two and refuses that where they
+    reference a cycle ("circular references with sibling keys")."""
+    props, patterns = node.get("properties"), node.get("patternProperties")
+    if not isinstance(props, dict) or not isinstance(patterns, dict):
+        return
+    try:
+        compiled = [(re.compile(pattern), _bare(other)) for pattern, other in patterns.items()]
+    except re.error:
+        return
+    twins = {}
+    for name, sub in props.items():
+        if sub is True or not name.isascii():  # ASCII: where Python's re and the schema's ECMA regex surely agree
+            continue
+        matching = {text for pattern, text in compiled if pattern.search(name)}
+        if matching and _bare(sub) in matching:
+            twins[name] = True
+    if twins:
+        node["properties"] = {**props, **twins}
+
+
+# patterns that match every key (a pattern matches where it is found, anywhere in the key)
+_MATCH_ALL = frozenset({"", ".*", "^.*", ".*$", "(.*)", "^(.*)"})
+
+
+def _subsumed_names_skipped(node: dict, deref: Callable[[Any], Any]) -> None:
+    """A declared property that a pattern matching every key also constrains must meet both;
+    where its own schema lies within the pattern's (json_subset.within), the pattern may skip
+    its name: the same instances, and no intersection for llguidance to build, which it refuses
+    around a cycle (ANS's related_content: `redirect`, arrays of redirects, and `.*`, arrays of
+    content, references or embeds, where content admits a redirect)."""
+    props, patterns = node.get("properties"), node.get("patternProperties")
+    if not isinstance(props, dict) or not isinstance(patterns, dict):
+        return
+    for pattern, schema in list(patterns.items()):
+        if pattern not in _MATCH_ALL:
+            continue
+        skipped = [name for name, sub in props.items() if name.isascii() and name.isprintable() and within(sub, schema, deref)]
+        replacement = literals_complement([(name, True) for name in skipped]) if skipped else None
+        if replacement is not None and replacement not in patterns:
+            patterns = {replacement if k == pattern else k: v for k, v in patterns.items()}
+    node["patternProperties"] = patterns
+
+
+# keywords whose value is one schema, a list of schemas, or a name -> schema map
+_ONE = ("additionalProperties", "items", "additionalItems", "propertyNames", "unevaluatedItems")
+_LIST = ("anyOf", "prefixItems", "items")
+_MAP = ("properties", "patternProperties", "$defs", "definitions")
+# Closing a schema one node at a time is a narrowing only where schemas are neither merged
+# (allOf, $ref or anyOf next to object keywords) nor negated: under `not`, `oneOf` ("not two"),
+# `contains` with maxContains, or a condition, a narrower part makes a wider whole.
+_UNSAFE = {"allOf", "oneOf", "not", "contains", "if", "then", "else", "dependencies", "dependentSchemas",
+           "dependentRequired", "unevaluatedProperties", "$dynamicRef", "$recursiveRef"}
+_QUIET = ANNOTATIONS | STRUCTURAL  # keywords that constrain nothing
+_ROOT_ONLY = ("$defs", "definitions", "$schema", "$id", "id")  # left out where the root schema is inlined
+_OBJECT_KEYWORDS = {"type", "properties", "required", "additionalProperties", "patternProperties",
+                    "propertyNames", "minProperties", "maxProperties", "enum", "const"}
+
+
+# Formats go to llguidance as our patterns (json_terminals.FORMAT_PATTERNS), each a subset of
+# what format checkers accept: llguidance's own date/time admit 2023-02-29 and 23:59:60, which
+# checkers refuse, and it refuses formats it does not know (byte, regex, json-pointer, ...).
+# A format neither knows constrains nothing (as for our compiler) and is left out.
+def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str] | None = None,
+                      narrowed: dict[str, str] | None = None, exact_unique: bool = True,
+                      unique_items: list[str] | None = None) -> Any | None:
+    """`schema` as the default backend hands it to llguidance, or None where our compiler must
+    take it. Changed: formats become our patterns (next to a pattern of the schema's own, in an
+    allOf: both hold), formats neither engine knows are left out; with closed_objects, every
+    object schema that says nothing of undeclared keys gets `additionalProperties: false` (what
+    closed_objects means for our compiler). None: a format under oneOf/not/contains/a condition
+    (a narrower pattern there makes a wider whole); closing where one node at a time could widen
+    or empty the language (_UNSAFE, a required key that is not declared); a fractional multipleOf
+    other than 10^-k (_decimal_reading_agrees). Whatever a returned schema admits, `schema`
+    admits. ignored: filled with keyword -> JSON pointer for keywords that constrain nothing
+    (llguidance ignores them too).
+
+    What llguidance refuses, rewritten as our compiler reads it: a oneOf whose branches are
+    disjoint (json_schema's check: types, enums, a const discriminator) is an anyOf. uniqueItems
+    is left out and its JSON pointer appended to `unique_items`, for the caller to enforce it
+    exactly (unique_items.py); without that list it becomes maxItems 1 (one item is always
+    unique: our compiler's narrowing, listed in `narrowed`). Over a small finite item domain
+    (exact_unique) and under a negation it is left to our compiler."""
+    if isinstance(schema, bool):
+        return schema
+    from .json_schema import _Translator  # noqa: PLC0415 (the rewrite asks the compiler's own checks)
+
+    unsafe = False
+    known = VALIDATION | STRUCTURAL | ANNOTATIONS
+    checks = _Translator(schema, "compact")
+
+    def disjoint(options: list, siblings: dict) -> bool:
+        try:
+            return checks.disjoint(options, siblings)
+        except (GrammarError, RecursionError):
+            return False
+
+    def objects_apart(options: list, siblings: dict) -> bool:
+        """A oneOf where two branches or more constrain objects alone (every non-object meets
+        them, so none is in exactly one) and the branches are disjoint on objects: the node's
+        objects in exactly one branch (enonic-xp's input kinds, told apart by a `type` property)."""
+        kinds = siblings.get("type")
+        if kinds is not None and kinds != "object" and not (isinstance(kinds, list) and "object" in kinds):
+            return False
+        try:
+            return (sum(checks.objects_only(o) for o in options) >= 2
+                    and checks.disjoint(options, {**siblings, "type": "object"}))
+        except (GrammarError, RecursionError):
+            return False
+
+    def negation(negated: Any, context: dict, narrowing: bool = False, path: str = "") -> Any:
+        """`not negated` next to `context`, as a schema without `not`, or None. Where the
+        result may be narrower (`narrowing`: it is used positively, not under a negation), the
+        ways it holds only through `contains` (which llguidance lacks: "an array holding an
+        item that fails `items`") are left out and listed in `narrowed`."""
+        found = complement(negated, context, lambda ref: checks.resolve(ref, ""))
+        if not narrowing or found is None or not _holds(found, "contains"):
+            return found
+        narrower = _without_contains(found)
+        if narrower is not None and narrowed is not None:
+            narrowed.setdefault(at(path), "a negation's ways through an array item (`contains`) left out")
+        return narrower
+
+    def exclusive(options: list, siblings: dict, narrowing: bool, path: str) -> list | None:
+        """Overlapping oneOf branches as disjoint ones: B_i and not B_j for every j != i."""
+        if len(options) > MAX_ONE_OF:
+            return None
+        branches = []
+        for i, option in enumerate(options):
+            context = checks.deref(option) if isinstance(option, dict) else {}
+            context = {**({"type": siblings["type"]} if "type" in siblings else {}), **(context if isinstance(context, dict) else {})}
+            others = [negation(other, context, narrowing, pointer(path, "oneOf", j)) for j, other in enumerate(options) if j != i]
+            if any(o is None for o in others):
+                return None
+            branches.append({"allOf": [option, *others]})
+        return branches
+
+    inlining: set[str] = set()
+    merged_defs: dict[str, Any] = {}  # name -> a cyclic reference merged with its siblings, rewritten
+    merged_names: dict[tuple, str] = {}
+
+    direct: dict[str, set[str]] = {}  # reference -> the references its target applies (not its definitions)
+    cyclic_refs: dict[str, bool] = {}
+
+    def direct_refs(ref: str) -> set[str]:
+        if ref not in direct:
+            found: set[str] = set()
+            try:
+                stack = [checks.resolve(ref, "")]
+            except (GrammarError, RecursionError):
+                stack = []
+            while stack:
+                node = stack.pop()
+                if isinstance(node, dict):
+                    if isinstance(node.get("$ref"), str):
+                        found.add(node["$ref"])
+                    stack += [v for k, v in node.items() if k not in _DATA and k not in ("$defs", "definitions")]
+                elif isinstance(node, list):
+                    stack += node
+            direct[ref] = found
+        return direct[ref]
+
+    def cyclic(ref: str) -> bool:
+        """Whether the schema `ref` points to applies, through references, `ref` again."""
+        if ref not in cyclic_refs:
+            seen, todo = set(), list(direct_refs(ref))
+            while todo and ref not in seen:
+                inner = todo.pop()
+                if inner not in seen:
+                    seen.add(inner)
+                    todo += direct_refs(inner)
+            cyclic_refs[ref] = ref in seen
+        return cyclic_refs[ref]
+
+    def merged_cycle(ref: str, siblings: dict, path: str, negated: bool, keep_open: bool) -> dict | None:
+        """`{"$ref": ref, **siblings}` where `ref` leads back into itself (minecraft's
+        `{"$ref": numberProvider, "type": ["number", "object"]}` inside numberProvider): llguidance
+        refuses a reference into a cycle beside other keywords, and inlining it again never ends
+        (or, done once per place, multiplies: renovate's 100 managers, each `{"$ref": "#", "type":
+        "object"}`, made 40,000 references). It becomes a reference to a new definition, the
+        target's content and the siblings in an allOf, one per (reference, siblings): the same
+        pair inside it refers back to it."""
+        key = (ref, json.dumps(siblings, sort_keys=True), negated, keep_open)
+        if key not in merged_names:
+            try:
+                target = checks.resolve(ref, "")
+            except (GrammarError, RecursionError):
+                return None
+            if not isinstance(target, dict):
+                return None
+            name = merged_names[key] = f"constrained_spec_merged{len(merged_names)}"
+            content = {k: v for k, v in target.items() if k not in _ROOT_ONLY} if target is schema else target
+            merged_defs[name] = rewrite({"allOf": [content, siblings]}, path, negated, keep_open)
+        return {"$ref": f"#/$defs/{merged_names[key]}"}
+
+    def merged_ref(node: Any, path: str, negated: bool, keep_open: bool = False) -> Any:
+        """An allOf member; a `$ref` there is its target, one level inlined: llguidance merges
+        allOf members and cannot merge a reference into a cycle ("circular references with
+        sibling keys"); the target's own references stay references."""
+        ref = node.get("$ref") if isinstance(node, dict) and not set(node) - {"$ref"} - _QUIET else None
+        if not isinstance(ref, str) or ref in inlining:
+            return rewrite(node, path, negated, keep_open)
+        try:
+            target = checks.resolve(ref, "")
+        except (GrammarError, RecursionError):
+            return rewrite(node, path, negated, keep_open)
+        if target is schema and isinstance(target, dict):  # the root, inlined: its id and definitions stay at the root
+            target = {k: v for k, v in target.items() if k not in _ROOT_ONLY}
+        inlining.add(ref)
+        try:
+            return rewrite(target, path, negated, keep_open)
+        finally:
+            inlining.discard(ref)
+
+    def finite_items(node: dict, path: str) -> bool:
+        """Items over a small finite domain that our compiler enumerates, where the wrapper on
+        top could meet a dead end: not scalar enums (at a `,` the wrapper knows when all their
+        values are used), which stay on llguidance (our compiler takes 20-50 s on schemas as
+        large as asconfig's)."""
+        items = checks.deref(node.get("items", True))
+        values = enum_values(items) if isinstance(items, dict) and set(items) - _QUIET <= {"enum", "const", "type"} else None
+        if values is not None and not any(isinstance(v, (dict, list)) for v in values):
+            return False
+        try:
+            return "prefixItems" not in node and checks.unique_arrays(node.get("items", True), 0, None, path) is not None
+        except (GrammarError, RecursionError):
+            return True  # let our compiler say what is wrong
+
+    def implied_type(node: dict) -> bool:
+        """Whether the `type` beside an anyOf/oneOf of references says nothing its branches do
+        not (ANS: `{"type": "object", "anyOf": [{"$ref": author}, {"$ref": reference}]}`):
+        llguidance refuses a reference into a cycle with sibling keywords."""
+        kinds = node.get("type")
+        options = [o for k in ("anyOf", "oneOf") if isinstance(node.get(k), list) for o in node[k]]
+        if kinds is None or not any(isinstance(o, dict) and "$ref" in o for o in options):
+            return False
+        named = {kinds} if isinstance(kinds, str) else set(kinds) if isinstance(kinds, list) else None
+        if not named or "integer" in named and "number" not in named:  # checks.kinds counts integers as numbers
+            return False
+        try:
+            within = checks.kinds({"type": kinds})
+            return all((found := checks.kinds(o)) is not None and found <= within for o in options)
+        except (GrammarError, RecursionError):
+            return False
+
+    def merged_keys(node: dict) -> list[str] | None:
+        """The keys declared for the object `node` describes, over every part merged into it
+        (allOf, anyOf, oneOf, conditions, dependent schemas, the `$ref`s merged_ref inlines);
+        None where a part says what undeclared keys may be (patternProperties, a schema or
+        false for additionalProperties, propertyNames, unevaluatedProperties), requires a key
+        no part declares (closed, it could never be written), or is a `$ref` that stays one
+        (a reference beside nothing in anyOf/oneOf, or back into itself: its target is closed
+        on its own)."""
+        keys: dict[str, None] = {}
+        required: set[str] = set()
+        refs: set[str] = set()
+        todo: list[tuple[Any, bool]] = [(node, False)]  # (part, stays a $ref if it is one)
+        while todo:
+            part, alone = todo.pop()
+            if not isinstance(part, dict):
+                continue
+            if part is not node and (set(part) & {"patternProperties", "propertyNames", "unevaluatedProperties"}
+                                     or part.get("additionalProperties", True) is not True):
+                return None
+            ref = part.get("$ref")
+            if isinstance(ref, str):
+                if alone and not set(part) - {"$ref"} - _QUIET or ref in refs:
+                    return None
+                refs.add(ref)
+                try:
+                    todo.append((checks.resolve(ref, ""), False))
+                except (GrammarError, RecursionError):
+                    return None
+            if isinstance(part.get("properties"), dict):
+                keys.update(dict.fromkeys(part["properties"]))
+            if isinstance(part.get("required"), list):
+                required.update(k for k in part["required"] if isinstance(k, str))
+            for k in ("allOf", "anyOf", "oneOf"):
+                todo += [(v, k != "allOf") for v in part.get(k, []) if isinstance(part.get(k), list)]
+            todo += [(part[k], True) for k in ("if", "then", "else", "not") if isinstance(part.get(k), dict)]
+            for k in ("dependentSchemas", "dependencies"):
+                if isinstance(part.get(k), dict):
+                    todo += [(v, True) for v in part[k].values() if isinstance(v, dict)]
+        return list(keys) if required <= keys.keys() else None
+
+    def rewrite(node: Any, path: str, negated: bool, keep_open: bool = False) -> Any:
+        """keep_open: `node` is a part of an object closed where its parts merge (an allOf
+        member, an anyOf branch): the keys it may hold were counted there."""
+        nonlocal unsafe
+        if not isinstance(node, dict):
+            return node
+        if ignored is not None:
+            for key in node.keys() - known:
+                ignored.setdefault(key, pointer(path, key))
+        ref = node.get("$ref")
+        if isinstance(ref, str) and set(node) & VALIDATION - {"$ref"} and (ref in inlining or cyclic(ref)):
+            try:
+                target = checks.resolve(ref, "")
+            except (GrammarError, RecursionError):
+                target = None
+            siblings = _vacuous_dropped({k: v for k, v in node.items() if k in VALIDATION and k != "$ref"}, target)
+            if not siblings:  # renovate's managers: `{"$ref": "#", "type": "object", "items": ...}` of an object root
+                node = {"$ref": ref}  # (llguidance unrolls a cycle beside annotations too, past its 50,000 nodes)
+            else:
+                cycle = merged_cycle(ref, siblings, path, negated, keep_open)
+                if cycle is not None:
+                    return cycle
+        options_key = "anyOf" if isinstance(node.get("anyOf"), list) else "oneOf" if isinstance(node.get("oneOf"), list) else None
+        siblings = {k: v for k, v in node.items() if k in VALIDATION and k not in ("anyOf", "oneOf", "$ref")}
+        if options_key and siblings and not set(node) & {"anyOf", "oneOf"} - {options_key} and any(
+                isinstance(o, dict) and isinstance(o.get("$ref"), str) and not set(o) - {"$ref"} - _QUIET and cyclic(o["$ref"])
+                for o in node[options_key]):
+            # llguidance moves the siblings into every branch and refuses them beside a reference
+            # into a cycle (resjson); moved here, such a branch becomes merged_cycle's definition
+            node = {**{k: v for k, v in node.items() if k not in siblings},
+                    options_key: [{**o, **siblings} if isinstance(o, dict) and "$ref" in o and not set(o) & set(siblings)
+                                  else {"allOf": [o, siblings]} for o in node[options_key]]}
+        out = _names_as_properties(dict(node), closed_objects, checks.deref)
+        if implied_type(out):
+            del out["type"]
+        _pattern_twins_as_true(out)
+        _subsumed_names_skipped(out, checks.deref)
+        _discriminated_conditions(out)
+        _unevaluated_as_additional(out, checks.deref)
+        conditions = _dependencies_as_conditions(out)  # llguidance has neither, nor `not`:
+        conditions += _property_counts_as_key_sets(out) + _min_properties_as_condition(out)
+        wide = _wide_number_bounds(out)
+        if wide is not None:  # a narrowing: under a negation it would widen the whole
+            unsafe = unsafe or negated
+            conditions.append(wide)
+            if narrowed is not None:
+                narrowed.setdefault(at(path), f"numbers beyond {WIDE_NUMBER:g} in magnitude only as integers, within 64 bits")
+        positive = negation(out["not"], {k: v for k, v in out.items() if k != "not"}, not negated, pointer(path, "not")) if "not" in out else None
+        if positive is not None:
+            del out["not"]
+            conditions.append(positive)
+        if "if" in out:  # (if and then) or (not if and else), where `not if` is expressible
+            cond = out["if"]
+            against = negation(cond, {k: v for k, v in out.items() if k not in ("if", "then", "else")}, not negated, pointer(path, "if"))
+            if against is not None:
+                then, other = out.pop("then", True), out.pop("else", True)
+                del out["if"]
+                branches = [{"allOf": [cond, then]}, *([{"allOf": [against, other]}] if against is not False else [])]
+                conditions.append({"anyOf": branches})
+        if conditions:
+            out["allOf"] = [*out.get("allOf", []), *conditions]
+        formatted = None
+        fmt = out.pop("format", None)
+        if fmt in FORMAT_PATTERNS:
+            if negated:
+                unsafe = True
+            formatted = f"^(?:{FORMAT_PATTERNS[fmt]})$"
+        elif fmt is not None and ignored is not None and fmt not in NON_STRING_FORMATS:
+            ignored.setdefault(f"format: {fmt}", pointer(path, "format"))
+        one_of = out.get("oneOf")
+        keyed = _closed_key_branches(one_of, checks.deref) if isinstance(one_of, list) and not disjoint(one_of, out) else None
+        if keyed is not None:
+            one_of = keyed
+        elif isinstance(one_of, list) and one_of and not disjoint(one_of, out) and objects_apart(one_of, out):
+            out["type"] = "object"  # non-objects meet two branches or more: only objects meet one
+        elif isinstance(one_of, list) and one_of and not disjoint(one_of, out):  # branch i and no other j
+            one_of = exclusive(one_of, out, not negated, path)
+        if isinstance(one_of, list) and one_of:  # at most one branch can match
+            del out["oneOf"]
+            if "anyOf" in out:
+                out["allOf"] = [*out.get("allOf", []), {"anyOf": one_of}]
+            else:
+                out["anyOf"] = one_of
+        unique = out.pop("uniqueItems", False)
+        if unique is True and (negated or exact_unique and finite_items(out, path)):
+            unsafe = True
+        elif unique is True and unique_items is not None:
+            unique_items.append(pointer(path, "uniqueItems"))  # the caller wraps: unique_items.py
+            if narrowed is not None and re.search(r"/(anyOf|oneOf|then|else)(/|$)", path):
+                narrowed.setdefault(pointer(path, "uniqueItems"), "kept unique whichever branch the array matches")
+        elif unique is True and not (isinstance(out.get("maxItems"), int) and out["maxItems"] <= 1):
+            out["maxItems"] = 1
+            if narrowed is not None:
+                narrowed.setdefault(pointer(path, "uniqueItems"), "arrays of at most one item")
+        step = out.get("multipleOf")
+        if isinstance(step, float) and not step.is_integer() and not _decimal_reading_agrees(step):
+            unsafe = True
+        parts_open = keep_open  # the parts describing this same object (allOf, anyOf) left open
+        if closed_objects and (_UNSAFE & set(out) or (({"$ref", "anyOf"} & set(out)) and _OBJECT_KEYWORDS & set(out))):
+            # closed where the parts merge: every key some part declares, the parts left open
+            # (closing each part alone would lose the keys of the others)
+            keys = None if _UNSAFE & set(out) - {"allOf"} else [] if keep_open else merged_keys(out)
+            if keys is None:
+                unsafe = True
+            else:
+                parts_open = True
+                own_rule = out.get("additionalProperties", True) is not True or "patternProperties" in out
+                if not keep_open and not own_rule:  # (its own rule already closes it, over its own keys)
+                    declared = out.get("properties", {})
+                    out["properties"] = {**declared, **{k: True for k in keys if k not in declared}}
+        for k in _ONE:
+            if isinstance(out.get(k), dict):
+                out[k] = rewrite(out[k], pointer(path, k), negated)
+        if "$ref" in out and set(out) & VALIDATION - {"$ref"}:  # siblings of a $ref: both hold
+            out["allOf"] = [*out.get("allOf", []), {"$ref": out.pop("$ref")}]
+        for k in _LIST:
+            if isinstance(out.get(k), list):
+                out[k] = [rewrite(v, pointer(path, k, i), negated, parts_open and k == "anyOf") for i, v in enumerate(out[k])]
+        if isinstance(out.get("allOf"), list):  # for its formats (closing marked it unsafe)
+            out["allOf"] = [merged_ref(v, pointer(path, "allOf", i), negated, parts_open) for i, v in enumerate(out["allOf"])]
+        for k in _MAP:
+            if isinstance(out.get(k), dict):
+                out[k] = {name: rewrite(v, pointer(path, k, name), negated) for name, v in out[k].items()}
+        for k in node.keys() - known:  # where a `$ref` may point (`#/$defs/group/a`): rewritten like a definition,
+            if isinstance(out.get(k), dict):  # or llguidance would read its format itself (2023-02-29 as a date)
+                out[k] = rewrite(out[k], pointer(path, k), negated)
+        # walked for their formats and keywords only: a narrower part there makes a wider whole
+        if isinstance(out.get("oneOf"), list):
+            out["oneOf"] = [rewrite(v, pointer(path, "oneOf", i), True) for i, v in enumerate(out["oneOf"])]
+        for k in ("not", "contains", "if", "then", "else"):
+            if isinstance(out.get(k), dict):
+                out[k] = rewrite(out[k], pointer(path, k), True)
+        kinds = out.get("type")
+        is_object = "properties" in out or kinds == "object" or (isinstance(kinds, list) and "object" in kinds)
+        if closed_objects and not keep_open and is_object and out.get("additionalProperties", True) is True and "patternProperties" not in out:
+            if not set(out.get("required", [])) <= set(out.get("properties", {})):
+                unsafe = True
+            out["additionalProperties"] = False
+        if formatted is not None and "pattern" in out:  # both hold: llguidance intersects allOf patterns
+            out["allOf"] = [*out.get("allOf", []), {"pattern": formatted}]
+        elif formatted is not None:
+            out["pattern"] = formatted
+        split = leading_lookaheads(out["pattern"]) if isinstance(out.get("pattern"), str) else None
+        if split is not None:  # `^(?!org\.bukkit\.)...`: the rest, and "none of these words"
+            out["pattern"] = split[0]
+            out["allOf"] = [*out.get("allOf", []), *({"pattern": p} for p in split[1:])]
+        return out
+
+    rewritten = rewrite(schema, "", False)
+    if merged_defs and isinstance(rewritten, dict):
+        rewritten["$defs"] = {**rewritten.get("$defs", {}), **merged_defs}
+    return None if unsafe else rewritten
+
+
+_TYPE_ONLY = {  # keywords that constrain values of one JSON type only
+    "array": {"items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains", "minContains",
+              "maxContains", "unevaluatedItems"},
+    "object": {"properties", "patternProperties", "additionalProperties", "required", "minProperties", "maxProperties",
+               "propertyNames", "dependentRequired", "dependentSchemas", "dependencies", "unevaluatedProperties"},
+    "string": {"pattern", "minLength", "maxLength"},
+    "number": {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"},
+}
+
+
+def _type_set(kinds: Any) -> set[str] | None:
+    named = {kinds} if isinstance(kinds, str) else set(kinds) if isinstance(kinds, list) else None
+    return None if named is None else named | ({"integer"} if "number" in named else set())
+
+
+def _vacuous_dropped(siblings: dict, target: Any) -> dict:
+    """`siblings` of a `$ref` to `target` without what says nothing beside it: a `type` the
+    target's own type implies, and keywords of a type the two types together rule out."""
+    if not isinstance(target, dict):
+        return siblings
+    own, said = _type_set(target.get("type")), _type_set(siblings.get("type"))
+    out = dict(siblings)
+    if own is not None and said is not None and own <= said:
+        del out["type"]
+    allowed = own & said if own is not None and said is not None else own if own is not None else said
+    if allowed is not None:
+        for kind, keywords in _TYPE_ONLY.items():
+            if kind not in allowed:
+                out = {k: v for k, v in out.items() if k not in keywords}
+    return out
+
+
+_CLOSED_BRANCH = {"type", "properties", "required", "additionalProperties"}
+
+
+def _closed_key_branches(options: list, deref: Callable[[Any], Any]) -> list | None:
+    """A oneOf of closed objects (`additionalProperties: false`) whose declared keys are
+    pairwise disjoint (traefik's services and middlewares: `{"properties": {"loadBalancer":
+    ...}}`, `{"properties": {"weighted": ...}}`, ...) as disjoint branches: two branches meet
+    only on the empty object (and on non-objects, where neither says `type: object`), so
+    exactly one holds for an object with a key, for `{}` only where one branch alone takes it.
+    Each branch becomes an object holding one of its keys (the one branch that alone takes `{}`
+    keeps it); None where the branches are not of that form."""
+    if len(options) < 2:
+        return None
+    shapes = [deref(o) for o in options]
+    keys: set[str] = set()
+    for shape in shapes:
+        if not isinstance(shape, dict) or set(shape) - _QUIET - _CLOSED_BRANCH or shape.get("additionalProperties") is not False:
+            return None
+        if shape.get("type", "object") != "object" or not isinstance(shape.get("properties", {}), dict):
+            return None
+        names = set(shape.get("properties", {}))
+        if names & keys or not names:
+            return None
+        keys |= names
+    if sum("type" not in shape for shape in shapes) == 1:
+        return None  # non-objects meet that branch alone: valid there
+    takes_empty = [i for i, shape in enumerate(shapes) if not shape.get("required")]
+    out = []
+    for i, (option, shape) in enumerate(zip(options, shapes)):
+        if shape.get("required") or takes_empty == [i]:
+            out.append({"allOf": [option, {"type": "object"}]})
+        else:
+            out.append({"allOf": [option, {"type": "object", "anyOf": [{"required": [k]} for k in shape["properties"]]}]})
+    return out
+
+
+def _decimal_reading_agrees(step: float) -> bool:
+    """Whether llguidance reads a fractional multipleOf as our compiler does: for 10^-k both
+    take numbers written with at most k decimal places (the specification's decimal reading:
+    19.99 is a multiple of 0.01; Python's jsonschema divides binary floats and says no). Other
+    steps go to our compiler, which refuses them by name (llguidance reads 0.25 as two places
+    and refuses 2.5)."""
+    from .json_schema import _decimal_places  # noqa: PLC0415 (the compiler's own test)
+
+    return _decimal_places(step) is not None
+
+
+def _holds(node: Any, keyword: str) -> bool:
+    """Whether `keyword` appears anywhere in the schema `node`."""
+    if isinstance(node, dict):
+        return keyword in node or any(_holds(v, keyword) for v in node.values())
+    return isinstance(node, list) and any(_holds(v, keyword) for v in node)
+
+
+# where a narrower subschema makes a narrower whole (not under oneOf, not, if, or a condition)
+_MONOTONE_ONE = ("items", "additionalProperties", "additionalItems", "propertyNames", "contains")
+_MONOTONE_LIST = ("allOf", "anyOf", "prefixItems", "items")
+_MONOTONE_MAP = ("properties", "patternProperties", "dependentSchemas")
+
+
+def _without_contains(node: Any) -> Any:
+    """`node` (a schema without `not`) with every subschema that holds `contains` made `false`
+    where that only narrows it (along allOf/anyOf/properties/items...), simplified; None where a
+    `contains` sits where narrowing could widen the whole (under oneOf or a condition)."""
+    if not isinstance(node, dict) or not _holds(node, "contains"):
+        return node
+    if "contains" in node:
+        return False
+    if {"oneOf", "not", "if", "then", "else", "dependencies"} & set(node) and any(
+            _holds(node.get(k), "contains") for k in ("oneOf", "not", "if", "then", "else", "dependencies")):
+        return None
+    out = dict(node)
+    for k in _MONOTONE_ONE:
+        if isinstance(out.get(k), dict):
+            out[k] = _without_contains(out[k])
+            if out[k] is None:
+                return None
+    for k in _MONOTONE_LIST:
+        if isinstance(out.get(k), list):
+            parts = [_without_contains(v) for v in out[k]]
+            if any(p is None for p in parts):
+                return None
+            out[k] = parts
+    for k in _MONOTONE_MAP:
+        if isinstance(out.get(k), dict):
+            parts = {name: _without_contains(v) for name, v in out[k].items()}
+            if any(p is None for p in parts.values()):
+                return None
+            out[k] = parts
+    if isinstance(out.get("anyOf"), list):
+        out["anyOf"] = [p for p in out["anyOf"] if p is not False]
+        if not out["anyOf"]:
+            return False
+    if isinstance(out.get("allOf"), list) and any(p is False for p in out["allOf"]):
+        return False
+    return None if _holds(out, "contains") else out
+
+
+WIDE_NUMBER = 1e17  # llguidance builds float ranges up to about here (probed: 1e17 yes, 2^63 no)
+# and integer ranges within 64 bits whose bounds survive a trip through a float (probed: a
+# minimum of -(2^63 - 1) is read as -2^63 and refused; -(2^63 - 1024) is a float)
+INT_RANGE = (-(2**63 - 1024), 2**63 - 1)
+_BOUNDS = {"minimum": max, "exclusiveMinimum": max, "maximum": min, "exclusiveMaximum": min}
+
+
+def _wide_number_bounds(node: dict) -> dict | None:
+    """Numbers bounded beyond WIDE_NUMBER (Snowplow: `maximum: 9223372036854775807`), which
+    llguidance refuses ("Failed to generate regex for float range"), as "a number within
+    WIDE_NUMBER, or an integer within INT_RANGE, in the bounds" (integers bounded beyond
+    INT_RANGE: within it): a narrowing (non-integers beyond 1e17 in magnitude, integers beyond
+    64 bits). Bounds popped from `node` (its `type` too), the anyOf returned for an allOf; None
+    where no bound is that wide or `multipleOf` is there."""
+    kinds = node.get("type")
+    types = [kinds] if isinstance(kinds, str) else kinds if isinstance(kinds, list) else []
+    bounds = {k: node[k] for k in _BOUNDS if isinstance(node.get(k), (int, float)) and not isinstance(node.get(k), bool)}
+    fits = (-WIDE_NUMBER, WIDE_NUMBER) if "number" in types else INT_RANGE  # what llguidance builds
+    if not {"number", "integer"} & set(types) or "multipleOf" in node or all(fits[0] <= v <= fits[1] for v in bounds.values()):
+        return None
+    parts: list[dict] = [{"type": [t for t in types if t not in ("number", "integer")]}]
+    for kind, (low, high) in (("number", (-WIDE_NUMBER, WIDE_NUMBER)), ("integer", INT_RANGE)):
+        if kind == "number" and "number" not in types:
+            continue
+        part: dict = {"type": kind}
+        for key, value in bounds.items():
+            lower = _BOUNDS[key] is max
+            if value > high if lower else value < low:
+                part = {}  # the whole range lies outside: no such number
+                break
+            part[key] = max(value, low) if lower else min(value, high)
+            if kind == "integer":
+                part[key] = int(part[key])
+        if part:
+            parts.append(part)
+    for key in bounds:
+        del node[key]
+    del node["type"]
+    return {"anyOf": [p for p in parts if p.get("type") != []] or [False]}
+
+
+MAX_KEY_SETS = 64
+
+
+def _property_counts_as_key_sets(node: dict) -> list[Any]:
+    """min/maxProperties of an object that admits only its declared keys, as "one of these key
+    sets" (Snowplow's enrichment inputs: `placeholder` and exactly one of `pojo`/`json`): the
+    count is the required keys plus the optional ones present, so each set of optional keys whose
+    count fits is a branch requiring them and forbidding the rest (exact). Up to MAX_KEY_SETS
+    branches; popped from `node`, returned for an allOf. Otherwise left as they are."""
+    least, most = node.get("minProperties", 0), node.get("maxProperties")
+    props, required = node.get("properties", {}), node.get("required", [])
+    if most is None or node.get("additionalProperties", True) is not False or "patternProperties" in node:
+        return []
+    if not isinstance(props, dict) or not isinstance(required, list) or not set(required) <= set(props):
+        return []
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (least, most)):
+        return []
+    optional = [name for name, sub in props.items() if sub is not False and name not in required]
+    counts = range(max(least - len(set(required)), 0), min(most - len(set(required)), len(optional)) + 1)
+    if sum(math.comb(len(optional), k) for k in counts) > MAX_KEY_SETS:
+        return []
+    node.pop("minProperties", None)
+    del node["maxProperties"]
+    branches = [{"required": [*dict.fromkeys(required), *chosen], "properties": {name: False for name in optional if name not in chosen}}
+                for k in counts for chosen in itertools.combinations(optional, k)]
+    return [{"anyOf": branches or [{"type": ["null", "boolean", "number", "string", "array"]}]}]  # no count fits: no object
+
+
+def _min_properties_as_condition(node: dict) -> list[Any]:
+    """llguidance takes minProperties only where every listed property is required. minProperties
+    m at most one above the required count is "an optional listed key present, or none of them
+    and m keys" (exact; each branch is one llguidance takes); popped from `node`, returned for
+    an allOf. Larger gaps and maxProperties are left (llguidance refuses, our compiler decides)."""
+    least, props, required = node.get("minProperties"), node.get("properties", {}), node.get("required", [])
+    if not isinstance(least, int) or isinstance(least, bool) or not isinstance(props, dict) or not isinstance(required, list):
+        return []
+    optional = [name for name, sub in props.items() if sub is not False and name not in required]
+    if least > len(set(required)) + 1 or not optional or len(optional) > 32:
+        return []
+    del node["minProperties"]
+    if least <= len(set(required)):
+        return []  # the required keys already count that many
+    none = {"properties": dict.fromkeys(optional, False), "minProperties": least}
+    return [{"anyOf": [*({"required": [name]} for name in optional), none]}]
+
+
+def _names_as_properties(node: dict, closed_objects: bool = False, deref: Callable[[Any], Any] = lambda s: s) -> dict:
+    """propertyNames (which llguidance does not implement) where it is a name pattern, length,
+    format or enum, and no patternProperties could disagree: listed names it refuses become
+    `false`; undeclared names must match it (patternProperties with additionalProperties' schema,
+    where no listed name could also match, or the enum's names listed). Exact; any other form
+    is left (llguidance refuses, our compiler decides)."""
+    names = node.get("propertyNames")
+    if names is None:
+        return node
+    try:
+        names = deref(names)
+    except (GrammarError, RecursionError):
+        return node
+    names = {k: v for k, v in names.items() if k not in _QUIET and not (k == "type" and v == "string")} if isinstance(names, dict) else names
+    extra, props = node.get("additionalProperties", False if closed_objects else True), node.get("properties", {})
+    if names == {} or names is True:
+        return {k: v for k, v in node.items() if k != "propertyNames"}
+    if not isinstance(names, dict) or node.get("patternProperties") or not isinstance(extra, (bool, dict)) or not isinstance(props, dict):
+        return node
+    values = enum_values(names) if set(names) in ({"enum"}, {"const"}) else None  # both: their intersection, left
+    pattern = _name_pattern(names) if values is None else None
+    if values is None and pattern is None or values is not None and not all(isinstance(v, str) for v in values):
+        return node
+    try:
+        allowed = (lambda name: name in values) if values is not None else (lambda name: re.search(pattern, name) is not None)
+        out = {k: v for k, v in node.items() if k != "propertyNames"}
+        out["properties"] = {name: (sub if allowed(name) else False) for name, sub in props.items()}
+    except re.error:
+        return node
+    if extra is not False and values is not None:
+        out["properties"].update({name: extra for name in values if name not in props})
+        out["additionalProperties"] = False
+    elif extra is not False:
+        if extra is not True and any(sub is not False for sub in out["properties"].values()):
+            return node  # the pattern's schema would apply to listed names too
+        out["patternProperties"], out["additionalProperties"] = {pattern: extra}, False
+    return out
+
+
+def _name_pattern(names: dict) -> str | None:
+    """A regex for the names a propertyNames schema of one string keyword admits, or None."""
+    if set(names) == {"pattern"} and isinstance(names["pattern"], str):
+        return names["pattern"]
+    if set(names) == {"format"} and names["format"] in FORMAT_PATTERNS:
+        return f"^(?:{FORMAT_PATTERNS[names['format']]})$"
+    lengths = {k: v for k, v in names.items() if k in ("minLength", "maxLength")}
+    if lengths and set(names) == set(lengths) and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in lengths.values()):
+        return f"^[\\s\\S]{{{lengths.get('minLength', 0)},{lengths.get('maxLength', '')}}}$"
+    return None
+
+
+def _discriminated_conditions(node: dict) -> None:
+    """An allOf of `if: {properties: {K: {const: c_i}}}, then: T_i` (no else; distinct string
+    constants) becomes one anyOf: an object with `K = c_i` and T_i for each i, or K none of them,
+    or (where K is not required) K absent and every T_i (an `if` without `required` holds then;
+    with `required: [K]` none does), or (where the node admits more than objects) a non-object
+    and every T_i (each `if` holds vacuously). GitHub's issue forms (six item kinds, K required)
+    and minecraft's number providers (sixteen, K optional, numbers too): written as separate
+    conditions, llguidance intersects their two-way choices, 2^n combinations, and refuses the
+    schema as too large."""
+    members = node.get("allOf")
+    if not isinstance(members, list):
+        return
+    required = node.get("required") if isinstance(node.get("required"), list) else []
+    key, chosen, branches, rest, thens, demands = None, [], [], [], [], set()
+    for member in members:
+        cond = member.get("if") if isinstance(member, dict) and not set(member) - {"if", "then"} - ANNOTATIONS else None
+        props = cond.get("properties") if isinstance(cond, dict) and not set(cond) - {"properties", "required"} - ANNOTATIONS else None
+        if not (isinstance(props, dict) and len(props) == 1 and cond.get("required", [next(iter(props))]) == [next(iter(props))]):
+            rest.append(member)
+            continue
+        name, value = next(iter(props.items()))
+        const = value.get("const") if isinstance(value, dict) and set(value) - ANNOTATIONS == {"const"} else None
+        if not isinstance(const, str) or const in chosen or (key is not None and name != key):
+            rest.append(member)
+            continue
+        key = name
+        chosen.append(const)
+        thens.append(member.get("then", True))
+        demands.add("required" in cond)
+        branches.append({"type": "object", "required": [name], "properties": {name: {"const": const}}, "allOf": [thens[-1]]})
+    if len(chosen) < 2 or len(demands) != 1:
+        return
+    branches.append({"type": "object", "required": [key], "properties": {key: {"not": {"enum": chosen}}}})
+    if key not in required:
+        branches.append({"type": "object", "properties": {key: False}, "allOf": [] if demands == {True} else thens})
+    if node.get("type") != "object":
+        branches.append({"type": ["null", "boolean", "number", "string", "array"], "allOf": thens})
+    node["allOf"] = [*rest, {"anyOf": branches}]
+
+
+_IN_PLACE = ("allOf", "anyOf", "oneOf", "if", "then", "else", "$ref")
+_EVALUATES = frozenset({"properties", "patternProperties", "additionalProperties", "unevaluatedProperties"})
+
+
+def _evaluates_properties(node: Any, deref: Callable[[Any], Any], depth: int = 0) -> bool:
+    """Whether `node`, applied in place, may evaluate properties (declare, pattern-match or
+    cover them), through references and in-place applicators; `not` never does. True where
+    unsure."""
+    if depth > 32:
+        return True
+    if isinstance(node, list):
+        return any(_evaluates_properties(n, deref, depth + 1) for n in node)
+    if not isinstance(node, dict):
+        return False
+    if _EVALUATES & set(node):
+        return True
+    if "$ref" in node:
+        try:
+            if _evaluates_properties(deref({"$ref": node["$ref"]}), deref, depth + 1):
+                return True
+        except (GrammarError, RecursionError):
+            return True
+    parts = [node[k] for k in _IN_PLACE if k != "$ref" and k in node]
+    if isinstance(node.get("dependentSchemas"), dict):
+        parts += list(node["dependentSchemas"].values())
+    return any(_evaluates_properties(p, deref, depth + 1) for p in parts)
+
+
+def _unevaluated_as_additional(node: dict, deref: Callable[[Any], Any]) -> None:
+    """`unevaluatedProperties` where nothing applied in place evaluates properties (enonic-xp's
+    form fragment: a oneOf of `required` and `not`) covers exactly the keys its own properties
+    and patterns leave: `additionalProperties` (which llguidance has; it lacks the other)."""
+    if "unevaluatedProperties" not in node or "additionalProperties" in node:
+        return
+    inner = {k: v for k, v in node.items() if k in _IN_PLACE or k == "dependentSchemas"}
+    if _evaluates_properties(inner, deref):
+        return
+    node["additionalProperties"] = node.pop("unevaluatedProperties")
+
+
+def _dependencies_as_conditions(node: dict) -> list[Any]:
+    """Pops `dependencies`/`dependentRequired`/`dependentSchemas` from `node` (where every value
+    is a list of names or a schema) and returns them as equivalent schemas for an allOf: key
+    absent, or present with what it brings (non-objects satisfy both sides)."""
+    found = [(k, node[k]) for k in ("dependencies", "dependentRequired", "dependentSchemas") if isinstance(node.get(k), dict)]
+    if not all(isinstance(v, (list, dict, bool)) for _, deps in found for v in deps.values()):
+        return []  # left as it is: llguidance refuses the schema, our compiler says why
+    conditions = []
+    for key, deps in found:
+        del node[key]
+        for name, need in deps.items():
+            present = {"required": [name, *need]} if isinstance(need, list) else {"allOf": [{"required": [name]}, need]}
+            conditions.append({"anyOf": [{"properties": {name: False}}, present]})
+    return conditions
+
+

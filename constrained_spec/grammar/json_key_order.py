@@ -19,7 +19,9 @@ key, later nodes move all. Moved keys of one node with the same schema share one
 `^(?:a|b)$`; at most 48 patterns an object, the last keys (llguidance checks patterns pairwise:
 300 took 5 s; one of 10,000 alternatives 0.1 s). A node in several families (a shared
 definition) moves only what every family lets it. Nothing moves next to
-min/max/unevaluatedProperties or where a reference cannot be followed. A closed object
+min/max/unevaluatedProperties or where a reference cannot be followed, nor inside the value of a
+key two merged members declare (llguidance merges those values, patterns included, and refuses
+overlapping ones: jfrog-pipelines). A closed object
 (`additionalProperties: false`, as `closed_objects` makes every object) moves only where its
 key count tells when it is full (see `_counted`): it gets `maxProperties` = its key count, as
 llguidance would otherwise still offer a `,` once every patterned key is used, and only
@@ -129,6 +131,7 @@ class _Planner:
         self._refs = _Translator(spec, "compact")
         self._signatures: dict[int, str | None] = {}
         self.merged: set[str] = set()  # keys declared by two members of one family
+        self.frozen: set[int] = set()  # ids of their values: no key moves anywhere inside them
 
     def signature(self, schema: Any) -> str | None:
         if id(schema) not in self._signatures:
@@ -195,10 +198,15 @@ class _Planner:
     def _plan_way(self, members: list[dict]) -> None:
         required = {k for m in members if isinstance(m.get("required"), list) for k in m["required"] if isinstance(k, str)}
         declared: set[str] = set()
+        twice: set[str] = set()
         for m in members:  # a key two members declare keeps a pattern of its own (llguidance merges equal patterns only)
             names = set(m["properties"]) if isinstance(m.get("properties"), dict) else set()
-            self.merged |= declared & names
+            twice |= declared & names
             declared |= names
+        self.merged |= twice
+        for m in members:  # llguidance merges their values too: nothing moves inside them (two members'
+            for name in twice & (set(m["properties"]) if isinstance(m.get("properties"), dict) else set()):
+                self.frozen.add(id(m["properties"][name]))  # moved keys could meet in overlapping patterns)
         try:
             patterns = [re.compile(p) for m in members if isinstance(m.get("patternProperties"), dict) for p in m["patternProperties"]]
         except (re.error, TypeError):
@@ -305,26 +313,27 @@ def any_order(spec: Any) -> Any:
     moved_defs: dict[str, Any] = {}
     redirect: dict[tuple[str, ...], tuple[str, ...]] = {}  # old path -> new path, where a $ref can follow
 
-    def rebuild(node: Any, old: tuple[str, ...], new: tuple[str, ...]) -> Any:
+    def rebuild(node: Any, old: tuple[str, ...], new: tuple[str, ...], frozen: bool = False) -> Any:
         if not isinstance(node, dict):
             return node
         if old in referenced and old != new:
             redirect[old] = new
+        frozen = frozen or id(node) in planner.frozen
         out = dict(node)
         for k in _ONE:
             if isinstance(out.get(k), dict):
-                out[k] = rebuild(out[k], (*old, k), (*new, k))
+                out[k] = rebuild(out[k], (*old, k), (*new, k), frozen)
         for k in _LIST:
             if isinstance(out.get(k), list):
-                out[k] = [rebuild(v, (*old, k, str(i)), (*new, k, str(i))) for i, v in enumerate(out[k])]
+                out[k] = [rebuild(v, (*old, k, str(i)), (*new, k, str(i)), frozen) for i, v in enumerate(out[k])]
         props = node.get("properties")
-        keep = planner.keep.get(id(node))
+        keep = None if frozen else planner.keep.get(id(node))
         names = list(props) if isinstance(props, dict) else []
         moved = names[keep:] if keep is not None and keep < len(names) else []
         staying = set(names[: len(names) - len(moved)])
         for k in _MAP:
             if isinstance(out.get(k), dict):
-                out[k] = {name: rebuild(v, (*old, k, name), (*new, k, name)) for name, v in out[k].items()
+                out[k] = {name: rebuild(v, (*old, k, name), (*new, k, name), frozen) for name, v in out[k].items()
                           if k != "properties" or name in staying}  # moved keys are rebuilt below
         if not moved:
             return out

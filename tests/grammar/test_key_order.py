@@ -178,3 +178,20 @@ def test_exact_key_patterns_match_the_key_alone(name):
 
     pattern = re.compile(exact_key(name))
     assert pattern.search(name) and not pattern.search(name + "z") and not pattern.search("z" + name)
+
+
+def test_nothing_moves_inside_a_property_two_merged_members_declare():
+    """llguidance merges the values of a key two allOf members declare, patterns included, and
+    refuses overlapping ones: `c`'s `^(?:x|y)$` in one member and `^x$` in the other (jfrog-
+    pipelines' resource configurations). Keys inside such values stay declared."""
+    from constrained_spec.grammar import Vocabulary
+    from constrained_spec.grammar.llguidance_backend import compile_llguidance
+    from constrained_spec.grammar.llguidance_schema import llguidance_schema
+
+    schema = {"type": "object", "allOf": [
+        {"properties": {"c": {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}}}}},
+        {"properties": {"c": {"type": "object", "properties": {"x": {"type": "integer"}, "z": {"type": "string"}}}}}]}
+    reordered = any_order(llguidance_schema(schema, closed_objects=False))
+    compile_llguidance("json_schema", reordered, Vocabulary([bytes([i]) for i in range(256)] + [None], 256))  # raises if refused
+    values = [{**m.get("properties", {}), **m.get("patternProperties", {})} for m in reordered["allOf"]]
+    assert all("patternProperties" not in (v.get("c") or v[exact_key("c")]) for v in values)

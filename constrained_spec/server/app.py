@@ -122,11 +122,7 @@ class ChatService:
                     return calls
                 blame = "response_format"
                 return UnionGrammar([self._content_grammar(content), calls])
-            if content.kind == "json_object":
-                return generator.compile_constraint(json_object=True)
-            if content.kind == "json_schema":
-                return generator.compile_constraint(schema=content.schema)
-            return None
+            return None if content.kind == "text" else self._content_grammar(content)
         except (GrammarError, ValueError) as exc:
             message = str(exc) if blame == "response_format" else tool_error_text(str(exc), plan)
             raise ApiError(400, f"invalid or unsupported {'schema' if blame == 'response_format' else 'tool schema'}: {message}",

@@ -296,11 +296,12 @@ def _admits_undeclared_keys(spec: Any) -> bool:
     """Whether some schema node in `spec` may describe an object with keys it does not declare
     (over-approximated: a node that does not rule objects out and does not say
     `additionalProperties: false` without patternProperties, other than a pure $ref/allOf/anyOf
-    holder whose parts are judged themselves)."""
-    todo = [spec]
+    holder whose parts are judged themselves, and the allOf/anyOf/oneOf parts of a node that
+    says it: closed where parts merge, the merged object holds only its declared keys)."""
+    todo: list[tuple[Any, bool]] = [(spec, False)]  # (node, a part of an object its closed parent keeps closed)
     while todo:
-        node = todo.pop()
-        if node is True:
+        node, covered = todo.pop()
+        if node is True and not covered:
             return True
         if not isinstance(node, dict):
             continue
@@ -308,8 +309,9 @@ def _admits_undeclared_keys(spec: Any) -> bool:
         objects = kinds is None or kinds == "object" or isinstance(kinds, list) and "object" in kinds
         constrained = set(node) - _HOLDERS
         fixed = "enum" in node or "const" in node
-        if objects and not fixed and (constrained or not set(node) & {"$ref", "allOf", "anyOf", "oneOf"}):
-            if node.get("additionalProperties", True) is not False or node.get("patternProperties"):
+        closed = node.get("additionalProperties", True) is False and not node.get("patternProperties")
+        if objects and not fixed and not covered and (constrained or not set(node) & {"$ref", "allOf", "anyOf", "oneOf"}):
+            if not closed:
                 return True
         arrays = kinds == "array" or isinstance(kinds, list) and "array" in kinds
         if arrays and not fixed and "items" not in node:  # items of any value, objects among them
@@ -317,12 +319,14 @@ def _admits_undeclared_keys(spec: Any) -> bool:
         for key, value in node.items():
             if key in ("enum", "const", "default", "examples"):
                 continue
-            if isinstance(value, dict) and key in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"):
-                todo += list(value.values())  # name -> schema maps
+            if key in ("allOf", "anyOf", "oneOf") and isinstance(value, list):  # parts of this same object
+                todo += [(v, covered or closed) for v in value]
+            elif isinstance(value, dict) and key in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"):
+                todo += [(v, False) for v in value.values()]  # name -> schema maps
             elif isinstance(value, dict):
-                todo.append(value)
+                todo.append((value, False))
             elif isinstance(value, list):
-                todo += value
+                todo += [(v, False) for v in value]
     return False
 
 

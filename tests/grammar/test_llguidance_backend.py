@@ -99,3 +99,14 @@ def test_llguidance_allows_the_models_own_tokenization(smollm2_tokenizer, smollm
             assert t in mask and eos not in mask
             m.accept_token(t)
         assert allowed(m) == {eos}
+
+
+def test_general_escapes_option_is_probed_against_the_installed_llguidance():
+    """json_allow_general_unicode_escapes exists from llguidance 1.8.0; an older llguidance
+    refuses the unknown option and with it every schema, so it is only passed where it exists."""
+    from importlib.metadata import version
+
+    from constrained_spec.grammar.llguidance_backend import _general_escapes
+
+    installed = tuple(int(part) for part in version("llguidance").split(".")[:2])
+    assert _general_escapes() == (installed >= (1, 8))

@@ -196,6 +196,11 @@ def register() -> None:
         cls.__annotations__["backend"] = extended
         cls.__dataclass_fields__["backend"].type = extended
         pydantic.dataclasses.rebuild_dataclass(cls, force=True)
+        # VllmConfig holds its own copy of the nested schema: without this a dict config
+        # (AsyncEngineArgs(structured_outputs_config={...}), as Ray Serve deployments build) is refused
+        from vllm.config import VllmConfig
+
+        pydantic.dataclasses.rebuild_dataclass(VllmConfig, force=True)
 
     original_validate = SamplingParams._validate_structured_outputs
 

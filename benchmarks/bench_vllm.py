@@ -9,6 +9,7 @@ Configurations (one vLLM engine each, started in the vLLM Python, measured in on
 
     python benchmarks/bench_vllm.py                 # 12 tasks x T in {0, 1}
     python benchmarks/bench_vllm.py --tasks person order tool_call movie --temperatures 0 1
+    python benchmarks/bench_vllm.py --tensor-parallel-size 3   # each engine split over 3 ranks (SmolLM2: 9 heads)
 
 Every schema is compiled in an untimed one-token warm-up request first. Prints tokens/s, the mean accepted length (tokens per target forward: 1 + accepted drafts per
 draft step, from vLLM's counters), valid outputs (schema-valid JSON that finished) and the
@@ -33,10 +34,12 @@ BASELINE = "xgrammar+ngram"
 NUM_SPECULATIVE_TOKENS = 4
 
 
-def engine_options(config: str, model: str) -> dict:
+def engine_options(config: str, model: str, tensor_parallel_size: int = 1) -> dict:
     from constrained_spec.vllm.proposer import PROPOSER_PATH
 
     options: dict = dict(model=model, dtype="float32", max_model_len=2048, enforce_eager=True, seed=0, disable_log_stats=False)
+    if tensor_parallel_size > 1:  # worker processes, one per rank (the proposer runs in each)
+        options.update(tensor_parallel_size=tensor_parallel_size, distributed_executor_backend="mp")
     if config.startswith("xgrammar"):
         options["structured_outputs_config"] = {"backend": "xgrammar", "disable_any_whitespace": True}
     else:
@@ -48,7 +51,7 @@ def engine_options(config: str, model: str) -> dict:
     return options
 
 
-def worker(config: str, model: str, task_names: list[str], temperatures: list[float], max_tokens: int) -> dict:
+def worker(config: str, model: str, task_names: list[str], temperatures: list[float], max_tokens: int, tensor_parallel_size: int = 1) -> dict:
     """In the vLLM Python: one engine, every task at every temperature, one request at a time."""
     import jsonschema
     from vllm import LLM, SamplingParams
@@ -56,7 +59,7 @@ def worker(config: str, model: str, task_names: list[str], temperatures: list[fl
     from vllm.sampling_params import StructuredOutputsParams
 
     load_general_plugins()
-    llm = LLM(**engine_options(config, model))
+    llm = LLM(**engine_options(config, model, tensor_parallel_size))
     tasks = [t for t in TASKS if t[0] in task_names]
     # Warm-up: one token per task compiles every schema first (xgrammar compiles in milliseconds,
     # ours in the frontend, the scheduler and the proposer's worker), so the timed runs measure decoding.
@@ -105,10 +108,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 1.0])
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--model", default=None, help="a local HF model folder (default: SmolLM2-135M-Instruct)")
+    parser.add_argument("--tensor-parallel-size", type=int, default=1, help="ranks per engine; the cores are split between them")
+    parser.add_argument("--threads", type=int, default=2, help="cores the engine uses (all ranks together)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # internal: run one config in the vLLM Python
     args = parser.parse_args(argv)
     if args.worker:
-        print("RESULT " + json.dumps(worker(args.worker, args.model, args.tasks, args.temperatures, args.max_tokens)), flush=True)
+        print("RESULT " + json.dumps(worker(args.worker, args.model, args.tasks, args.temperatures, args.max_tokens, args.tensor_parallel_size)), flush=True)
         return {}
     unknown = set(args.tasks) - {t[0] for t in TASKS}
     if unknown:
@@ -120,8 +125,10 @@ def main(argv: list[str] | None = None) -> dict:
     for config in args.configs:
         print(f"{config}: starting a vLLM engine ...", file=sys.stderr, flush=True)
         cmd = [vllm_python(), os.path.abspath(__file__), "--worker", config, "--model", model, "--max-tokens", str(args.max_tokens),
-               "--tasks", *args.tasks, "--temperatures", *map(str, args.temperatures)]  # fmt: skip
-        done = subprocess.run(cmd, env=vllm_env(), cwd=vllm_cwd(), capture_output=True, text=True)
+               "--tasks", *args.tasks, "--temperatures", *map(str, args.temperatures),
+               "--tensor-parallel-size", str(args.tensor_parallel_size)]  # fmt: skip
+        env = vllm_env(threads=args.threads, ranks=args.tensor_parallel_size)
+        done = subprocess.run(cmd, env=env, cwd=vllm_cwd(), capture_output=True, text=True)
         lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
         if done.returncode or not lines:
             sys.exit(f"error: the {config} engine failed:\n{done.stderr[-3000:]}")

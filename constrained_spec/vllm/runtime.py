@@ -41,15 +41,16 @@ def vllm_python() -> str:
     raise VllmUnavailable(f"vLLM is not installed: run ./install.sh (it creates {REPO_VENV}) or set CONSTRAINED_SPEC_VLLM_PYTHON")
 
 
-def vllm_env(threads: int = 2, kv_cache_gib: int = 1) -> dict[str, str]:
-    """The environment for a CPU vLLM subprocess: offline, `threads` OpenMP threads, a small KV
-    cache, caches under ours, no usage reporting. Values already set by the caller win."""
+def vllm_env(threads: int = 2, kv_cache_gib: int = 1, ranks: int = 1) -> dict[str, str]:
+    """The environment for a CPU vLLM subprocess: offline, `threads` OpenMP threads (split
+    between `ranks` tensor-parallel workers, each bound to its own cores), a small KV cache,
+    caches under ours, no usage reporting. Values already set by the caller win."""
     cache = Path(os.environ.get("CONSTRAINED_SPEC_CACHE") or Path.home() / ".cache" / "constrained_spec") / "vllm"
     defaults = {
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib),
-        "VLLM_CPU_OMP_THREADS_BIND": f"0-{threads - 1}" if threads > 1 else "0",
+        "VLLM_CPU_OMP_THREADS_BIND": _cores_per_rank(threads, ranks),
         "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
         "VLLM_CACHE_ROOT": str(cache / "vllm"),
         "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
@@ -61,6 +62,18 @@ def vllm_env(threads: int = 2, kv_cache_gib: int = 1) -> dict[str, str]:
     for key, value in defaults.items():
         env.setdefault(key, value)
     return env
+
+
+def _cores_per_rank(threads: int, ranks: int) -> str:
+    """vLLM's CPU binding: one core list per rank, `|`-separated ("0-1"; "0|1" for two ranks).
+    More ranks than cores share them round-robin (a model's head count may ask for 3 on 2 cores)."""
+    if ranks < 1 or threads < 1:
+        raise ValueError(f"need at least one thread and one rank, got threads={threads}, ranks={ranks}")
+    if ranks > threads:
+        return "|".join(str(r % threads) for r in range(ranks))
+    per_rank = threads // ranks
+    lists = [(r * per_rank, (r + 1) * per_rank - 1) for r in range(ranks)]
+    return "|".join(f"{a}-{b}" if b > a else f"{a}" for a, b in lists)
 
 
 def vllm_cwd() -> str:

@@ -96,3 +96,18 @@ def test_cli_verify_vllm_without_vllm_is_a_clear_bad_input(monkeypatch, capsys):
     assert main(["verify", "--engine", "vllm"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error:") and "CONSTRAINED_SPEC_VLLM_PYTHON" in err[0]
+
+
+def test_vllm_env_binds_each_tensor_parallel_rank_to_its_own_cores(monkeypatch):
+    from constrained_spec.vllm.runtime import vllm_env
+
+    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
+    assert vllm_env(threads=2)["VLLM_CPU_OMP_THREADS_BIND"] == "0-1"
+    assert vllm_env(threads=1)["VLLM_CPU_OMP_THREADS_BIND"] == "0"
+    assert vllm_env(threads=2, ranks=2)["VLLM_CPU_OMP_THREADS_BIND"] == "0|1"
+    assert vllm_env(threads=8, ranks=2)["VLLM_CPU_OMP_THREADS_BIND"] == "0-3|4-7"
+    assert vllm_env(threads=2, ranks=3)["VLLM_CPU_OMP_THREADS_BIND"] == "0|1|0"  # ranks share cores
+    with pytest.raises(ValueError, match="at least one"):
+        vllm_env(threads=2, ranks=0)
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "nobind")  # the caller's setting wins
+    assert vllm_env(threads=2, ranks=2)["VLLM_CPU_OMP_THREADS_BIND"] == "nobind"

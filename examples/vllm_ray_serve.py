@@ -25,6 +25,7 @@ import json
 import os
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +34,7 @@ from pathlib import Path
 try:
     from ray import serve
     from starlette.requests import Request
+    from starlette.responses import JSONResponse
 except ImportError as exc:  # run in a Python without Ray Serve
     sys.exit(f"{exc}: this example needs Ray Serve next to vLLM: .venv-vllm/bin/pip install \"ray[serve]==2.60.0\"")
 
@@ -63,30 +65,41 @@ class StructuredChat:
         self.engine = AsyncLLMEngine.from_engine_args(AsyncEngineArgs(**options))
         self.served = 0
 
-    async def __call__(self, request: Request) -> dict:
+    async def __call__(self, request: Request) -> dict | JSONResponse:
         import ray
         from vllm import SamplingParams
         from vllm.sampling_params import StructuredOutputsParams
 
-        body = await request.json()
-        form = body.get("response_format") or {}
-        if form.get("type") != "json_schema" or "schema" not in form.get("json_schema", {}):
-            return {"error": {"message": "this example serves response_format json_schema only", "type": "invalid_request_error"}}
-        tokenizer = self.engine.get_tokenizer()
-        prompt = tokenizer.apply_chat_template(body["messages"], tokenize=False, add_generation_prompt=True)
-        params = SamplingParams(temperature=float(body.get("temperature", 1.0)), max_tokens=int(body.get("max_tokens", 128)),
-                                seed=body.get("seed"), structured_outputs=StructuredOutputsParams(json=form["json_schema"]["schema"]))
+        try:  # a malformed request is the client's error (400), not a server traceback
+            body = await request.json()
+            form = body.get("response_format") or {}
+            if form.get("type") != "json_schema" or "schema" not in form.get("json_schema", {}):
+                raise ValueError("this example serves response_format json_schema only")
+            prompt = self.engine.get_tokenizer().apply_chat_template(body["messages"], tokenize=False, add_generation_prompt=True)
+            params = SamplingParams(temperature=float(body.get("temperature", 1.0)), max_tokens=int(body.get("max_tokens", 128)),
+                                    seed=body.get("seed"), structured_outputs=StructuredOutputsParams(json=form["json_schema"]["schema"]))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            return _bad_request(f"{type(exc).__name__}: {exc}")
         self.served += 1
         request_id = f"{os.getpid()}-{self.served}"
+        from vllm.exceptions import VLLMClientError
+
         final = None
-        async for output in self.engine.generate(prompt, params, request_id):
-            final = output
+        try:
+            async for output in self.engine.generate(prompt, params, request_id):
+                final = output
+        except VLLMClientError as exc:  # e.g. a schema our backend refuses, by keyword and pointer
+            return _bad_request(str(exc))
         completion = final.outputs[0]
         return {
             "choices": [{"index": 0, "message": {"role": "assistant", "content": completion.text}, "finish_reason": completion.finish_reason}],
             "usage": {"prompt_tokens": len(final.prompt_token_ids), "completion_tokens": len(completion.token_ids)},
             "served_by": {"node": ray.get_runtime_context().get_node_id(), "pid": os.getpid()},
         }
+
+
+def _bad_request(message: str) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": "invalid_request_error"}}, status_code=400)
 
 
 def post(url: str, body: dict) -> dict:
@@ -128,6 +141,14 @@ def main() -> None:
                "response_format": {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}},
                "temperature": args.temperature, "max_tokens": args.max_tokens, "seed": i} for i in range(args.requests)]
     post(url, {**bodies[0], "max_tokens": 1})  # compiles the schema on one replica before timing
+    lookahead = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "^(?=a)"}}}
+    for what, bad in [("without a json_schema", {"messages": bodies[0]["messages"]}),
+                      ("with a schema the backend refuses", {**bodies[0], "response_format": lookahead})]:
+        try:  # requests the deployment cannot serve get a 400 with the reason
+            post(url, bad)
+            print(f"a request {what}: accepted", file=sys.stderr)
+        except urllib.error.HTTPError as exc:
+            print(f"a request {what}: HTTP {exc.code} {json.loads(exc.read())['error']['message'][:200]}")
     started = time.perf_counter()
     with ThreadPoolExecutor(args.requests) as pool:
         answers = list(pool.map(lambda body: post(url, body), bodies))

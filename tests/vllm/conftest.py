@@ -42,6 +42,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.fixture
+def free_port() -> int:
+    return _free_port()
+
+
 @pytest.fixture(scope="session")
 def vllm_server(vllm_py, tmp_path_factory):
     """Base URL of a vLLM OpenAI server: backend constrained_spec, our proposers, 4 draft tokens."""

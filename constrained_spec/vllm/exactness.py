@@ -14,7 +14,13 @@ vllm#55005 (CONSTRAINED_SPEC_VLLM_FIX_55005=0) reads uninitialised memory as tem
 wrong it is varies from run to run (measured p-values 1.4e-32 and 0.0097); the test shows the
 check's power with a deterministic error instead (`spec_temperature`).
 
-    constrained-spec verify --engine vllm [--samples 300] [--seed 0] [--alpha 0.001]
+    constrained-spec verify --engine vllm [--case enum|free-text] [--samples 300] [--seed 0] [--alpha 0.001]
+
+`--case free-text` checks long free strings instead: the person-extraction schema of the
+benchmarks (four unbounded fields, up to 128 tokens), where the drafts come from prompt lookup
+and the suffix tree rather than the grammar. Its outputs are too many to enumerate, so the
+compared statistic is each output's length in tokens (outputs cut at 128 counted together): a
+speculative engine that ended strings too early or too late would move it.
 
 Each engine runs in a subprocess of the vLLM Python (runtime.vllm_python):
 `python -m constrained_spec.vllm.exactness --mode plain|spec --samples N --seed S --model DIR`.
@@ -33,12 +39,37 @@ from dataclasses import dataclass
 
 from .runtime import model_folder, vllm_cwd, vllm_env, vllm_python
 
-__all__ = ["PROMPT", "SCHEMA", "VllmExactnessReport", "homogeneity_test", "sample_counts", "run_vllm_check"]
+__all__ = ["CASES", "PROMPT", "SCHEMA", "VllmExactnessReport", "homogeneity_test", "sample_counts", "run_vllm_check"]
 
 SCHEMA = {"type": "object", "properties": {"answer": {"enum": ["yes", "no", "maybe"]}}, "required": ["answer"], "additionalProperties": False}
 PROMPT = "<|im_start|>user\nIs the sky green? Answer with a JSON object.<|im_end|>\n<|im_start|>assistant\n"
 MAX_TOKENS = 16
 NUM_SPECULATIVE_TOKENS = 3
+
+PERSON_SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"}, "city": {"type": "string"}, "email": {"type": "string"}},
+    "required": ["name", "age", "city", "email"],
+}
+PERSON_PROMPT = (
+    "<|im_start|>user\nExtract the person from this text as JSON with keys name, age, city, email.\n\n"
+    "Text: Our new colleague Maria Gonzalez (41) moved here from Valencia last spring. You can reach her at "
+    "maria.gonzalez@example.org.<|im_end|>\n<|im_start|>assistant\n"
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    schema: dict
+    prompt: str
+    max_tokens: int
+    by_length: bool  # compare output lengths (free text) instead of whole outputs (enumerable)
+
+
+CASES = {
+    "enum": Case(SCHEMA, PROMPT, MAX_TOKENS, by_length=False),
+    "free-text": Case(PERSON_SCHEMA, PERSON_PROMPT, 128, by_length=True),
+}
 
 
 def homogeneity_test(a: Mapping[str, int], b: Mapping[str, int], min_expected: float = 5.0) -> tuple[float, int, float]:
@@ -73,6 +104,7 @@ class VllmExactnessReport:
     mean_accepted: float  # tokens per draft step of the speculative engine (1 + accepted drafts)
     elapsed_s: float
     spec_temperature: float = 1.0  # the speculative engine's temperature (the plain one's is 1)
+    case: str = "enum"
 
     @property
     def passed(self) -> bool:
@@ -82,21 +114,22 @@ class VllmExactnessReport:
         verdict = "PASS" if self.passed else "FAIL"
         fix = "with" if self.fix_applied else "without"
         wrong = "" if self.spec_temperature == 1.0 else f", speculative engine at temperature {self.spec_temperature}"
+        what = "output lengths" if CASES[self.case].by_length else "outputs"
         return (
-            f"{verdict}: vLLM speculative vs plain ({fix} the vllm#55005 fix{wrong}): chi-square = {self.statistic:.2f} with {self.dof} "
-            f"degrees of freedom, p-value = {self.p_value:.3g} (alpha = {self.alpha}); {self.samples} samples each over "
-            f"{self.categories} distinct outputs, mean accepted length {self.mean_accepted:.2f}, {self.elapsed_s:.0f} s"
+            f"{verdict}: vLLM speculative vs plain, case {self.case} ({fix} the vllm#55005 fix{wrong}): chi-square = {self.statistic:.2f} "
+            f"with {self.dof} degrees of freedom, p-value = {self.p_value:.3g} (alpha = {self.alpha}); {self.samples} samples each over "
+            f"{self.categories} distinct {what}, mean accepted length {self.mean_accepted:.2f}, {self.elapsed_s:.0f} s"
         )
 
 
-def sample_counts(mode: str, samples: int, seed: int, model: str, log: Callable[[str], None] | None = None, fix: bool = True, temperature: float = 1.0) -> dict:
+def sample_counts(mode: str, samples: int, seed: int, model: str, log: Callable[[str], None] | None = None, fix: bool = True, temperature: float = 1.0, case: str = "enum") -> dict:
     """Run one vLLM engine (`mode` "plain" or "spec") in a subprocess; returns its counts of
     complete outputs (token ids joined by ",") and its speculation counters."""
     env = vllm_env()
     env["CONSTRAINED_SPEC_VLLM_FIX_55005"] = "1" if fix else "0"
-    cmd = [vllm_python(), "-m", "constrained_spec.vllm.exactness", "--mode", mode, "--samples", str(samples), "--seed", str(seed), "--model", str(model), "--temperature", repr(temperature)]
+    cmd = [vllm_python(), "-m", "constrained_spec.vllm.exactness", "--mode", mode, "--samples", str(samples), "--seed", str(seed), "--model", str(model), "--temperature", repr(temperature), "--case", case]
     if log:
-        log(f"vLLM {mode} engine{'' if fix else ' (without the #55005 fix)'} at temperature {temperature}: {samples} samples ...")
+        log(f"vLLM {mode} engine{'' if fix else ' (without the #55005 fix)'} at temperature {temperature}, case {case}: {samples} samples ...")
     done = subprocess.run(cmd, env=env, cwd=vllm_cwd(), capture_output=True, text=True, timeout=1200)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode != 0 or not lines:
@@ -104,26 +137,28 @@ def sample_counts(mode: str, samples: int, seed: int, model: str, log: Callable[
     return json.loads(lines[-1][len("RESULT ") :])
 
 
-def run_vllm_check(samples: int = 300, seed: int = 0, alpha: float = 0.001, model: str | None = None, fix: bool = True, log: Callable[[str], None] | None = None, plain: dict | None = None, spec_temperature: float = 1.0) -> tuple[VllmExactnessReport, dict]:
+def run_vllm_check(samples: int = 300, seed: int = 0, alpha: float = 0.001, model: str | None = None, fix: bool = True, log: Callable[[str], None] | None = None, plain: dict | None = None, spec_temperature: float = 1.0, case: str = "enum") -> tuple[VllmExactnessReport, dict]:
     """Plain vs speculative samples through vLLM; returns the report and the plain run (which a
     caller may pass back as `plain` to test another speculative run against the same sample).
     The plain engine samples at temperature 1; `spec_temperature` other than 1 makes the
     speculative engine deliberately wrong, which a check with power must catch."""
+    if case not in CASES:
+        raise ValueError(f"unknown case {case!r}; choose from {sorted(CASES)}")
     start = time.perf_counter()
     folder = model_folder(model)
     # Disjoint seed ranges: the two samples must be independent.
-    plain = plain or sample_counts("plain", samples, seed * 2 * samples, str(folder), log)
-    spec = sample_counts("spec", samples, seed * 2 * samples + samples, str(folder), log, fix=fix, temperature=spec_temperature)
+    plain = plain or sample_counts("plain", samples, seed * 2 * samples, str(folder), log, case=case)
+    spec = sample_counts("spec", samples, seed * 2 * samples + samples, str(folder), log, fix=fix, temperature=spec_temperature, case=case)
     statistic, dof, p_value = homogeneity_test(plain["counts"], spec["counts"])
     steps = max(spec["draft_steps"], 1)
     report = VllmExactnessReport(
         samples, len(set(plain["counts"]) | set(spec["counts"])), statistic, dof, p_value, alpha,
-        spec["fix_applied"], 1 + spec["accepted_tokens"] / steps, time.perf_counter() - start, spec_temperature,
+        spec["fix_applied"], 1 + spec["accepted_tokens"] / steps, time.perf_counter() - start, spec_temperature, case,
     )
     return report, plain
 
 
-def _engine_sample(mode: str, samples: int, seed: int, model: str, temperature: float = 1.0) -> dict:
+def _engine_sample(mode: str, samples: int, seed: int, model: str, temperature: float = 1.0, case: str = "enum") -> dict:
     """Inside the vLLM Python: draw `samples` outputs, one seeded request each."""
     from vllm import LLM, SamplingParams
     from vllm.plugins import load_general_plugins
@@ -139,16 +174,20 @@ def _engine_sample(mode: str, samples: int, seed: int, model: str, temperature: 
     if mode == "spec":
         options["speculative_config"] = {"method": "custom_class", "model": PROPOSER_PATH, "num_speculative_tokens": NUM_SPECULATIVE_TOKENS}
     llm = LLM(**options)
-    constraint = StructuredOutputsParams(json=SCHEMA)
-    params = [SamplingParams(temperature=temperature, max_tokens=MAX_TOKENS, seed=seed + i, structured_outputs=constraint) for i in range(samples)]
-    outputs = llm.generate([PROMPT] * samples, params, use_tqdm=False)
+    spec = CASES[case]
+    constraint = StructuredOutputsParams(json=spec.schema)
+    params = [SamplingParams(temperature=temperature, max_tokens=spec.max_tokens, seed=seed + i, structured_outputs=constraint) for i in range(samples)]
+    outputs = llm.generate([spec.prompt] * samples, params, use_tqdm=False)
     counts: Counter[str] = Counter()
     for out in outputs:
         completion = out.outputs[0]
+        if completion.finish_reason == "length" and spec.by_length:
+            counts["cut"] += 1  # a free string ran past max_tokens
+            continue
         if completion.finish_reason != "stop":
             raise AssertionError(f"an output did not finish ({completion.finish_reason}): {completion.text!r}")
-        json.loads(completion.text)  # every output is valid JSON
-        counts[",".join(map(str, completion.token_ids))] += 1
+        _check_valid(completion.text, spec.schema)
+        counts[f"len={len(completion.token_ids)}" if spec.by_length else ",".join(map(str, completion.token_ids))] += 1
     metrics = {m.name: getattr(m, "value", None) for m in llm.get_metrics()}
     import vllm.v1.sample.rejection_sampler as rejection_sampler
 
@@ -162,6 +201,13 @@ def _engine_sample(mode: str, samples: int, seed: int, model: str, temperature: 
     }
 
 
+def _check_valid(text: str, schema: dict) -> None:
+    """Every complete output must be valid JSON that the schema accepts (jsonschema is a vLLM dependency)."""
+    import jsonschema
+
+    jsonschema.validate(json.loads(text), schema)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="one vLLM engine's sample for the exactness check (internal)")
     parser.add_argument("--mode", choices=("plain", "spec"), required=True)
@@ -169,8 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--model", required=True)
     parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--case", choices=sorted(CASES), default="enum")
     args = parser.parse_args(argv)
-    result = _engine_sample(args.mode, args.samples, args.seed, args.model, args.temperature)
+    result = _engine_sample(args.mode, args.samples, args.seed, args.model, args.temperature, args.case)
     print("RESULT " + json.dumps(result), flush=True)
     return 0
 

@@ -147,6 +147,14 @@ def test_cli_verify_vllm_without_vllm_is_a_clear_bad_input(monkeypatch, capsys):
     assert len(err) == 1 and err[0].startswith("error:") and "CONSTRAINED_SPEC_VLLM_PYTHON" in err[0]
 
 
+def test_vllm_check_cases_are_named_and_an_unknown_one_is_refused():
+    from constrained_spec.vllm.exactness import CASES, run_vllm_check
+
+    assert CASES["enum"].by_length is False and CASES["free-text"].by_length is True
+    with pytest.raises(ValueError, match="unknown case 'lengths'"):
+        run_vllm_check(case="lengths")
+
+
 def test_vllm_env_binds_each_tensor_parallel_rank_to_its_own_cores(monkeypatch):
     from constrained_spec.vllm.runtime import vllm_env
 

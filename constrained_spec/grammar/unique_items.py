@@ -366,6 +366,19 @@ def _mask_words(matcher: GrammarMatcher, scratch: threading.local | None = None)
     return mask[0].numpy().view(np.uint32)
 
 
+_ITEM_END = frozenset(b", \t\n\r")
+
+
+def _closes_a_repeat(closing: tuple[bytes, frozenset[bytes]], data: bytes) -> bool | None:
+    """For _string_item_closing's case: whether a token that closes the string repeats an
+    earlier item; None where the token does more than close it and end the item (another quote,
+    a bracket, an escape: _blocked decides)."""
+    quote = data.find(b'"')
+    if quote < 0 or b"\\" in data[:quote] or not _ITEM_END.issuperset(data[quote + 1:]):
+        return None
+    return closing[0] + data[: quote + 1] in closing[1]
+
+
 class UniqueItemsGrammar:
     """CompiledGrammar: `inner` (the schema compiled without uniqueItems) with uniqueItems exact."""
 
@@ -449,6 +462,26 @@ class UniqueItemsMatcher:
         if following and depth > 0:  # still on the text of earlier items: is there a way out?
             return not self._alive(after, written, probe, following, depth - 1)  # `following` grows only past the probe
         return False
+
+    def _string_item_closing(self, state: _State) -> tuple[bytes, frozenset[bytes]] | None:
+        """The common case, decided without _blocked: inside a string item (no escapes) of an
+        open-ended unique array, the only unique array holding items. Then (the item's bytes so
+        far, the earlier items' texts), else None. Without escapes equal strings are equal text."""
+        stack = state.stack
+        if not (state.in_string and state.escaped is False and state.key is None and stack):
+            return None
+        top = stack[-1]
+        if not (top.is_array and top.unique and top.open_ended and top.done and top.start >= 0):
+            return None
+        if any(f.unique and f.done for f in stack[:-1]):
+            return None  # an outer array could complete a repeat of its own
+        item = bytes(self._text[top.start:])
+        if item[:1] != b'"' or b"\\" in item:
+            return None
+        earlier = frozenset(bytes(self._text[s:e]).rstrip(_WS) for _, s, e in top.done)
+        if any(b"\\" in e for e in earlier):
+            return None
+        return item, earlier
 
     def _way_out(self, inner: GrammarMatcher, token_id: int, item: bytes, ahead: list[bytes]) -> bool:
         """Whether after token_id the grammar allows a plain byte (a letter, a space, ...) that
@@ -571,8 +604,12 @@ class UniqueItemsMatcher:
         host = target if target.device.type == "cpu" else target.cpu()
         words = host.numpy().view(np.uint32)  # [ceil(V/32)]; shares memory with `host`
         had_any = bool(words.any())
+        closing = self._string_item_closing(state)
         for token_id in self._candidates(state, words):
-            if self._blocked(state, self._text, token_id, self._inner):
+            verdict = None if closing is None else _closes_a_repeat(closing, self._bytes(token_id))
+            if verdict is None:
+                verdict = self._blocked(state, self._text, token_id, self._inner)
+            if verdict:
                 clear_token(words, token_id)
         if had_any and not words.any():
             raise GrammarError("uniqueItems: every continuation the schema allows here repeats an earlier item of the array")

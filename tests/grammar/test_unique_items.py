@@ -309,3 +309,58 @@ def test_narrowed_candidates_mask_as_checking_every_allowed_token(schema, dead_e
 
     visit(b"")
     assert finished >= 2 and states < 100_000 and (refused > 0) == dead_ends
+
+
+# tokens that close a string item and end it (`a",`), close it only (`a"`), close it and the
+# array (`b"]`: decided by the general path), escapes, and single bytes
+STRINGY = Vocabulary([b"[", b"]", b'"', b",", b"a", b"b", b"\\", b" ", b'a",', b'b"]', b'",', b'"]', b'a"', b'" ,', b'\\"', b'"a', None], 16)
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "array", "uniqueItems": True, "items": {"type": "string"}},
+    {"type": "array", "uniqueItems": True, "items": {"anyOf": [{"type": "string"}, {"type": "integer"}]}},
+    {"type": "array", "maxItems": 2, "items": {"type": "array", "uniqueItems": True, "items": {"type": "string"}}},
+    {"type": "array", "uniqueItems": True, "items": {"type": "array", "uniqueItems": True, "items": {"type": "string"}}},
+], ids=["strings", "strings-or-integers", "inside-a-plain-array", "inside-a-unique-array"])
+def test_string_item_shortcut_masks_as_the_general_check(schema, monkeypatch):
+    """Differential, exhaustive to 7 bytes: inside a string item of an open-ended unique array,
+    closing tokens are judged by comparing text (`_closes_a_repeat`) instead of `_blocked`; the
+    masks must be the ones `_blocked` alone gives, in every state, and the shortcut must run."""
+    from constrained_spec.grammar import unique_items
+
+    fast = compile_json_schema(schema, STRINGY)
+    assert isinstance(fast, UniqueItemsGrammar)
+    general = UniqueItemsGrammar(fast.inner, STRINGY, schema)
+    shortcut = unique_items.UniqueItemsMatcher._string_item_closing
+    used = []
+
+    def closing(self, state):
+        found = None if self._grammar is general else shortcut(self, state)
+        used.append(found is not None)
+        return found
+
+    monkeypatch.setattr(unique_items.UniqueItemsMatcher, "_string_item_closing", closing)
+    matchers = [fast.matcher(), general.matcher()]
+    masks = [new_bitmask(1, STRINGY.size) for _ in matchers]
+    states = 0
+
+    def visit(text: bytes) -> None:
+        nonlocal states
+        states += 1
+        for matcher, mask in zip(matchers, masks):
+            matcher.fill_bitmask(mask)
+        assert (masks[0] == masks[1]).all(), f"masks differ after {text!r}"
+        if len(text) >= 7:
+            return
+        for token in unpack_bitmask(masks[0], STRINGY.size)[0].nonzero().flatten().tolist():
+            if token == STRINGY.eos_token_id:
+                jsonschema.validate(json.loads(text), schema)
+                continue
+            for matcher in matchers:
+                matcher.accept_token(token)
+            visit(text + STRINGY.token_bytes[token])
+            for matcher in matchers:
+                matcher.rollback(1)
+
+    visit(b"")
+    assert states > 500 and sum(used) > 50, (states, sum(used))

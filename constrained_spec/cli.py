@@ -82,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--schema", metavar="FILE", help="JSON schema file, or '-' for stdin")
     source.add_argument("--pydantic", metavar="MODULE:CLASS", help="a pydantic model, e.g. myapp.models:Person")
     p.add_argument("--no-schema-in-prompt", action="store_true", help="do not show the schema to the model")
+    _add_ref_option(p)
     _add_generation_options(p)
     p = sub.add_parser("regex", help="generate text matching a regular expression")
     p.add_argument("pattern")
@@ -95,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("batch", help="run a JSONL file of requests (one per line; results as JSONL on stdout)")
     p.add_argument("requests", metavar="FILE", help="JSONL file of requests, or '-' for stdin (see constrained_spec/batch.py)")
     p.add_argument("--no-schema-in-prompt", action="store_true", help="default for lines without schema_in_prompt")
+    _add_ref_option(p)
     _add_generation_options(p)
     p = sub.add_parser("verify", help="statistical self-check: speculative == plain constrained sampling")
     p.add_argument("--samples", type=int, default=None, help="number of sampled sequences (default 20000; 300 per engine with --engine vllm)")
@@ -110,8 +112,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens-limit", type=int, default=None, help="largest max_tokens a request may ask for (default: the model's context)")
     p.add_argument("--max-in-flight", type=int, default=64, help="engine requests in flight before answering 429")
     p.add_argument("--runner", default="auto", choices=RUNNER_NAMES, help="model runner: auto (static KV cache for Llama models), static, hf (transformers)")
+    _add_ref_option(p)
     _add_device_options(p)
     return parser
+
+
+def _add_ref_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ref", action="append", default=[], metavar="URI=FILE",
+                   help="a document JSON schemas' $refs name (repeatable; nothing is fetched; JSON Schema meta-schemas are built in)")
+
+
+def _register_refs(refs: Sequence[str]) -> None:
+    """--ref URI=FILE: each file registered as the document `$ref`s to URI reach."""
+    from .grammar import register_schema
+    from .schemas import load_schema_file
+
+    for ref in refs:
+        uri, equals, file = ref.partition("=")
+        if not (uri and equals and file):
+            raise BadInput(f"--ref takes URI=FILE (the URI the schema's $ref names, a JSON schema file), got {ref!r}")
+        register_schema(uri, load_schema_file(file))
 
 
 def _log(message: str, quiet: bool) -> None:
@@ -135,6 +155,7 @@ def _constraint(args: argparse.Namespace) -> dict[str, Any]:
     from .schemas import import_object, load_schema_file
 
     if args.command == "json":
+        _register_refs(args.ref)
         if args.schema is not None:
             return {"schema": load_schema_file(args.schema)}
         if args.pydantic is not None:
@@ -334,10 +355,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .server.app import ServerConfig, serve
 
             device, dtype = _devices(args)
+            _register_refs(args.ref)
             config = ServerConfig(max_tokens_limit=args.max_tokens_limit, max_in_flight=args.max_in_flight)
             serve(args.host, args.port, args.model, draft=args.draft, config=config, runner=args.runner, device=device, dtype=dtype)
             return EXIT_OK
         if args.command == "batch":
+            _register_refs(args.ref)
             return _run_batch(args)
         return _run_generation(args)
     except OutputValidationError as exc:  # a bug, not the user's input

@@ -57,8 +57,11 @@ def _parse_with_jsonschema(schema: dict[str, Any]) -> Callable[[str], Any]:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
             raise OutputValidationError(f"the output is not valid JSON: {exc}") from None
-        try:
-            jsonschema.validate(value, schema)
+        from .grammar.json_refs import reference_registry
+
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        try:  # documents the schema's $refs name: the registered ones (nothing is fetched)
+            jsonschema.validate(value, schema, cls=cls, registry=reference_registry())
         except jsonschema.ValidationError as exc:
             raise OutputValidationError(f"the output does not match the schema: {exc.message}") from None
         return value

@@ -13,6 +13,7 @@ from .compiler import (
     compile_json_schema,
     compile_regex,
 )
+from .json_refs import register_schema
 from .protocol import CompiledGrammar, GrammarError, GrammarMatcher
 from .vocabulary import Vocabulary
 
@@ -27,4 +28,5 @@ __all__ = [
     "compile_json_object",
     "compile_json_schema",
     "compile_regex",
+    "register_schema",
 ]

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .json_ir import Grammar, Lit, RecursiveGrammar, seq
+from .json_refs import bundle
 from .json_schema import deep_recursion, json_value_grammar, normalize_schema, schema_to_grammar
 from .protocol import CompiledGrammar, GrammarError
 from .regex_backend import CompiledRegex, regex_escape
@@ -148,6 +149,7 @@ def compile_json_schema(
     _check_frame(frame)
     schema_dict = normalize_schema(schema)  # checks the nesting depth
     with deep_recursion():
+        schema_dict = bundle(schema_dict)  # other documents' $refs made local (meta-schemas, register_schema)
         text = json.dumps(schema_dict, sort_keys=True)
     key = ("json_schema", text, whitespace, strict, closed_objects, tuple(frame), vocab.fingerprint, backend)
     if backend == "llguidance" and strict:

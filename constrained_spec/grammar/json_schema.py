@@ -186,7 +186,9 @@ class _Translator:
         if isinstance(base, str) and base and ref.startswith(base.split("#")[0]) and not ref.startswith("#"):
             ref = ref[len(base.split("#")[0]) :] or "#"
         if not ref.startswith("#"):
-            raise GrammarError(f"only local $ref ('#...') is supported, got {ref!r} at {pointer(path, '$ref')}")
+            raise GrammarError(f"$ref {ref!r} at {pointer(path, '$ref')} names another document, which is not available: nothing is "
+                               "fetched; register it with constrained_spec.grammar.register_schema(uri, document) (the JSON Schema "
+                               "meta-schemas are built in)")
         return ref
 
     def resolve(self, ref: Any, path: str) -> Any:

@@ -71,3 +71,21 @@ def test_constraint_errors_exit_2(cli_with_model, capsys, tmp_path, argv, messag
     assert code == EXIT_BAD_INPUT
     assert message in err and err.startswith("error: ")
     assert out == "" and "Traceback" not in err
+
+
+def test_json_schema_ref_to_a_document_given_with_ref(cli_with_model, capsys, tmp_path):
+    """`--ref URI=FILE` registers the document a schema's `$ref` names (nothing is fetched); the
+    output holds the referenced enum. Without it the same schema is bad input naming the URI."""
+    units, schema = tmp_path / "units.json", tmp_path / "size.json"
+    units.write_text('{"enum": ["cm", "in"]}')
+    schema.write_text('{"type": "object", "properties": {"unit": {"$ref": "https://example.org/cli-units.json"}}, "required": ["unit"], '
+                      '"additionalProperties": false}')
+    argv = ["json", "--schema", str(schema), "--prompt", "A size unit?", "--temperature", "0", "-q"]
+    assert cli_with_model(argv) == EXIT_BAD_INPUT
+    out, err = capsys.readouterr()
+    assert "https://example.org/cli-units.json" in err and "register_schema" in err and out == ""
+    assert cli_with_model([*argv, "--ref", "https://example.org/cli-units.json=" + str(units)]) == EXIT_OK
+    out, _ = capsys.readouterr()
+    assert json.loads(out)["unit"] in ("cm", "in")
+    assert cli_with_model([*argv, "--ref", str(units)]) == EXIT_BAD_INPUT
+    assert "--ref takes URI=FILE" in capsys.readouterr().err

@@ -20,6 +20,8 @@ import math
 import random
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -149,6 +151,21 @@ class Verdict:
     canonical: bool  # the text is exactly canonical_text(its value)
 
 
+REMOTES = Path(__file__).parent.parent / "data" / "json_schema_test_suite" / "remotes"
+
+
+@lru_cache(maxsize=1)
+def suite_registry() -> Any:
+    """The JSON-Schema-Test-Suite's remote documents at http://localhost:1234/, for jsonschema's own
+    resolver (independent of ours; conftest.py registers the same files with register_schema)."""
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT202012
+
+    return Registry().with_resources(
+        ("http://localhost:1234/" + p.relative_to(REMOTES).as_posix(), Resource.from_contents(json.loads(p.read_text()), default_specification=DRAFT202012))
+        for p in REMOTES.rglob("*.json"))
+
+
 class Oracle:
     """jsonschema's verdict on output texts for one schema (default dialect: 2020-12).
 
@@ -175,10 +192,11 @@ class Oracle:
         compiler narrowed an overlapping oneOf) no text is claimed canonical."""
         cls = _exact_unique(jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator))
         self.schema = schema
-        self.generated = None if generated is None else cls(generated, format_checker=cls.FORMAT_CHECKER)
-        self.validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
+        registry = suite_registry()
+        self.generated = None if generated is None else cls(generated, format_checker=cls.FORMAT_CHECKER, registry=registry)
+        self.validator = cls(schema, format_checker=cls.FORMAT_CHECKER, registry=registry)
         self.loose_formats = soundness_only or bool(_formats(schema) - _EXACT_FORMATS)
-        self.ascii_validator = _ascii_classes(cls)(schema, format_checker=cls.FORMAT_CHECKER) if _has_class_escape(schema) else None
+        self.ascii_validator = _ascii_classes(cls)(schema, format_checker=cls.FORMAT_CHECKER, registry=registry) if _has_class_escape(schema) else None
         self._cache: dict[bytes, Verdict] = {}
 
     def is_valid(self, value: Any, schema: Any = None) -> bool:

@@ -1,0 +1,130 @@
+"""References to other documents (json_refs.py): the JSON Schema meta-schemas built in, documents
+registered with register_schema, bundled as local pointers. The suite's refRemote.json and
+anchor.json run in test_json_schema_suite.py and test_schema_differential.py (jsonschema with its
+own resolver as the oracle); here: a meta-schema reference on both backends against jsonschema,
+documents named relative to the schema's $id or by a bare name, cycles between documents, and the
+errors."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import jsonschema
+import pytest
+
+from constrained_spec.bitmask import new_bitmask, unpack_bitmask
+from constrained_spec.grammar import GrammarError, Vocabulary, compile_json_schema, register_schema
+from constrained_spec.grammar.json_refs import bundle
+
+BYTES = Vocabulary([bytes([b]) for b in range(256)] + [None], 256)  # one token per byte, EOS = 256
+
+CONFIG = {  # a config format that embeds a JSON schema (as SchemaStore's aio-connector-metadata does)
+    "$id": "https://example.org/config.json",
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "settings": {"$ref": "http://json-schema.org/draft-07/schema#"}},
+    "required": ["name", "settings"],
+}
+VALID = [
+    {"name": "a", "settings": {}},
+    {"name": "a", "settings": True},
+    {"name": "b", "settings": {"type": "object", "properties": {"x": {"type": "integer", "minimum": 0}}, "required": ["x"]}},
+    {"name": "c", "settings": {"anyOf": [{"type": "string"}, {"enum": [1, 2]}], "definitions": {"d": {"$ref": "#"}}}},
+]
+INVALID = [
+    {"name": "a", "settings": 3},
+    {"name": "a", "settings": {"type": "integr"}},
+    {"name": "a", "settings": {"minLength": -1}},
+    {"name": "a", "settings": {"required": "x"}},
+    {"name": "a", "settings": {"properties": {"x": {"type": 5}}}},
+    {"name": "a", "settings": {"items": [{"maxItems": 1.5}]}},
+]
+
+
+def _accepts(compiled, value) -> bool:
+    ids = list(json.dumps(value, separators=(",", ":")).encode()) + [256]
+    return compiled.matcher().validate_tokens(ids) == len(ids)
+
+
+def _walk(compiled, rng: random.Random, limit: int = 300) -> bytes | None:
+    """A random output of `compiled` (uniform over allowed bytes, EOS taken half the time it is
+    allowed), None past `limit` bytes."""
+    matcher, mask, text = compiled.matcher(), new_bitmask(1, BYTES.size), b""
+    while len(text) < limit:
+        matcher.fill_bitmask(mask)
+        allowed = unpack_bitmask(mask, BYTES.size)[0].nonzero().flatten().tolist()
+        assert allowed, f"dead end after {text!r}"
+        if 256 in allowed and (len(allowed) == 1 or rng.random() < 0.5):
+            return text
+        token = rng.choice([t for t in allowed if t != 256])
+        matcher.accept_token(token)
+        text += bytes([token])
+    return None
+
+
+@pytest.mark.parametrize("backend", ["default", "native"])
+def test_a_meta_schema_reference_is_built_in_and_exact(backend):
+    try:
+        compiled = compile_json_schema(CONFIG, BYTES, backend=backend)
+    except GrammarError as exc:  # our own compiler: the meta-schema is too large for its Lark path, refused by name
+        assert backend == "native" and "alternatives in Lark" in str(exc)
+        return
+    validator = jsonschema.Draft202012Validator(CONFIG)  # jsonschema resolves the meta-schema itself
+    for value in VALID:
+        assert validator.is_valid(value), value
+        assert _accepts(compiled, value), value
+    for value in INVALID:
+        assert not validator.is_valid(value), value
+        assert not _accepts(compiled, value), value
+    rng, finished = random.Random(7), 0
+    for _ in range(60):  # sampled outputs: 60 seeded walks, each finished one valid per jsonschema
+        text = _walk(compiled, rng)
+        if text is not None:
+            validator.validate(json.loads(text))
+            finished += 1
+    assert finished >= 10
+
+
+def test_documents_named_relative_to_the_id_or_by_bare_name_and_cycles():
+    register_schema("https://example.org/defs/tree.json", {
+        "type": "object", "properties": {"leaf": {"$ref": "#/$defs/leaf"}, "kids": {"$ref": "forest.json"}},
+        "required": ["leaf"], "additionalProperties": False, "$defs": {"leaf": {"enum": ["x", "y"]}}})
+    register_schema("https://example.org/defs/forest.json", {"type": "array", "items": {"$ref": "tree.json"}, "maxItems": 2})  # back to tree.json
+    register_schema("units.json", {"enum": ["cm", "in"]})  # what a schema without $id names "units.json"
+    with_id = {"$id": "https://example.org/main.json", "$ref": "defs/tree.json"}
+    bare = {"type": "object", "properties": {"unit": {"$ref": "units.json"}}, "required": ["unit"], "additionalProperties": False}
+    from referencing import Registry
+    from referencing.jsonschema import DRAFT202012
+
+    from constrained_spec.grammar.json_refs import registered_schema
+
+    oracle = Registry().with_resources((uri, DRAFT202012.create_resource(registered_schema(uri))) for uri in
+                                       ["https://example.org/defs/tree.json", "https://example.org/defs/forest.json", "units.json"])
+    cases = [
+        (with_id, {"leaf": "x"}, True), (with_id, {"leaf": "x", "kids": [{"leaf": "y", "kids": []}]}, True),
+        (with_id, {"leaf": "z"}, False), (with_id, {"leaf": "x", "kids": [{"kids": []}]}, False),
+        (with_id, {"leaf": "x", "kids": [{"leaf": "y", "kids": [{"leaf": "q"}]}]}, False),
+        (with_id, {"leaf": "x", "kids": [{"leaf": "x"}, {"leaf": "y"}, {"leaf": "x"}]}, False),
+        (bare, {"unit": "cm"}, True), (bare, {"unit": "mm"}, False),
+    ]
+    for schema, value, valid in cases:
+        assert jsonschema.Draft202012Validator(schema, registry=oracle).is_valid(value) is valid, (schema, value)
+        for backend in ("default", "native"):
+            assert _accepts(compile_json_schema(schema, BYTES, backend=backend), value) is valid, (backend, schema, value)
+
+
+def test_a_document_that_is_not_available_is_refused_by_name():
+    schema = {"type": "object", "properties": {"a": {"$ref": "https://example.org/nowhere.json#/$defs/a"}}}
+    for backend in ("default", "native"):
+        with pytest.raises(GrammarError, match=r"\$ref 'https://example.org/nowhere.json#/\$defs/a' at /properties/a/\$ref names "
+                                               r"another document, which is not available: .*register_schema"):
+            compile_json_schema(schema, BYTES, backend=backend)
+
+
+def test_bundle_leaves_local_schemas_alone_and_register_schema_checks_its_input():
+    local = {"$defs": {"a": {"type": "integer"}}, "$ref": "#/$defs/a"}
+    assert bundle(local) is local
+    with pytest.raises(GrammarError, match="uri must name a document"):
+        register_schema("#/only-a-fragment", {})
+    with pytest.raises(GrammarError, match="must be a JSON schema"):
+        register_schema("https://example.org/x.json", ["not", "a", "schema"])

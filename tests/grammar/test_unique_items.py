@@ -296,19 +296,28 @@ def test_narrowed_candidates_mask_as_checking_every_allowed_token(schema, dead_e
         assert (masks[0] == masks[1]).all(), f"masks differ after {text!r}"
         allowed = unpack_bitmask(masks[0], vocab.size)[0].nonzero().flatten().tolist()
         assert allowed, f"dead end after {text!r}"
-        for token in allowed:
-            if token == vocab.eos_token_id:
-                finished += 1
-                jsonschema.validate(json.loads(text), schema)
-                continue
-            for matcher in matchers:
-                matcher.accept_token(token)
-            visit(text + vocab.token_bytes[token])
-            for matcher in matchers:
-                matcher.rollback(1)
+        ended = _step_in_lockstep(matchers, vocab, text, allowed, visit, schema)  # (visit adds its own as it goes)
+        finished += ended
 
     visit(b"")
     assert finished >= 2 and states < 100_000 and (refused > 0) == dead_ends
+
+
+def _step_in_lockstep(matchers, vocab, text: bytes, allowed, visit, schema) -> int:
+    """Each allowed token after `text`, taken by every matcher, `visit`ed, rolled back; EOS ends a
+    text that must validate. Returns the number of texts EOS finished here."""
+    finished = 0
+    for token in allowed:
+        if token == vocab.eos_token_id:
+            finished += 1
+            jsonschema.validate(json.loads(text), schema)
+            continue
+        for matcher in matchers:
+            matcher.accept_token(token)
+        visit(text + vocab.token_bytes[token])
+        for matcher in matchers:
+            matcher.rollback(1)
+    return finished
 
 
 # tokens that close a string item and end it (`a",`), close it only (`a"`), close it and the
@@ -352,15 +361,7 @@ def test_string_item_shortcut_masks_as_the_general_check(schema, monkeypatch):
         assert (masks[0] == masks[1]).all(), f"masks differ after {text!r}"
         if len(text) >= 7:
             return
-        for token in unpack_bitmask(masks[0], STRINGY.size)[0].nonzero().flatten().tolist():
-            if token == STRINGY.eos_token_id:
-                jsonschema.validate(json.loads(text), schema)
-                continue
-            for matcher in matchers:
-                matcher.accept_token(token)
-            visit(text + STRINGY.token_bytes[token])
-            for matcher in matchers:
-                matcher.rollback(1)
+        _step_in_lockstep(matchers, STRINGY, text, unpack_bitmask(masks[0], STRINGY.size)[0].nonzero().flatten().tolist(), visit, schema)
 
     visit(b"")
     assert states > 500 and sum(used) > 50, (states, sum(used))

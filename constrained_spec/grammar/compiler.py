@@ -149,8 +149,11 @@ def compile_json_schema(
     _check_frame(frame)
     schema_dict = normalize_schema(schema)  # checks the nesting depth
     with deep_recursion():
-        schema_dict = bundle(schema_dict)  # other documents' $refs made local (meta-schemas, register_schema)
         text = json.dumps(schema_dict, sort_keys=True)
+        if _MAY_NEED_BUNDLING.search(text):  # a $ref to another document, or an $id: json_refs.bundle decides
+            bundled = bundle(schema_dict)  # other documents' $refs made local (meta-schemas, register_schema)
+            if bundled is not schema_dict:
+                schema_dict, text = bundled, json.dumps(bundled, sort_keys=True)
     key = ("json_schema", text, whitespace, strict, closed_objects, tuple(frame), vocab.fingerprint, backend)
     if backend == "llguidance" and strict:
         raise GrammarError("strict is an option of the default backend, not of llguidance")
@@ -196,6 +199,7 @@ def compile_json_schema(
     return _cached(key, closed_or_open)
 
 
+_MAY_NEED_BUNDLING = re.compile(r'"\$ref": "[^#]|"\$?id": "')  # in json.dumps text (its default separators)
 _FRAME_FORBIDDEN = set('"\\{}[],:')
 
 

@@ -25,7 +25,6 @@ __all__ = ["bundle", "reference_registry", "register_schema", "registered_schema
 _REGISTERED: dict[str, Any] = {}
 _LOCK = threading.Lock()
 _VALUES = frozenset({"enum", "const", "default", "examples"})  # hold JSON values, not schemas
-_RESOURCE_KEYS = frozenset({"$id", "id", "$schema"})
 _PREFIX = "constrained_spec:"  # the $defs names of copied documents: constrained_spec:0, ...
 
 
@@ -89,12 +88,13 @@ def bundle(schema: Any) -> Any:
         return schema
     base = schema.get("$id", schema.get("id"))
     root_uri = _document(base) if isinstance(base, str) else ""
+    id_keys = _id_keywords(schema)
     placed: dict[str, str] = {}  # resource URI -> its pointer in the bundle (documents and nested $ids)
     anchors: dict[tuple[str, str], str] = {}  # (resource URI, anchor name) -> its pointer in the bundle
     defs: dict[str, Any] = {}
     taken = set(schema.get("$defs", {})) if isinstance(schema.get("$defs"), dict) else set()
 
-    def index(node: Any, uri: str, at: str) -> None:
+    def index(node: Any, uri: str, at: str, id_keys: tuple[str, ...]) -> None:
         """Record where the resources of a document placed at pointer `at` sit: the document
         itself and each nested `$id`, resolved against its nearest enclosing one."""
         if uri:
@@ -107,7 +107,7 @@ def bundle(schema: Any) -> Any:
                 continue
             if not isinstance(item, dict):
                 continue
-            nested = item.get("$id", item.get("id"))
+            nested = _node_id(item, id_keys)
             if path and isinstance(nested, str) and nested and not nested.startswith("#"):
                 base_uri = _document(urljoin(base_uri, nested) if base_uri else nested)
                 placed.setdefault(base_uri, at + path)
@@ -132,9 +132,10 @@ def bundle(schema: Any) -> Any:
         name = f"{_PREFIX}{number}"
         taken.add(name)
         at = f"/$defs/{_escape(name)}"
-        index(document, uri, at)
+        keys = _id_keywords(document) if isinstance(document, dict) else ("$id",)  # the copy's own dialect
+        index(document, uri, at, keys)
         defs[name] = True  # placeholder while the copy is rewritten (a cycle finds it placed)
-        defs[name] = rewrite(document, uri, at, at, "")
+        defs[name] = rewrite(document, uri, at, at, "", keys)
         return at
 
     def target(ref: str, base_uri: str, resource_at: str, where: str) -> str:
@@ -156,14 +157,14 @@ def bundle(schema: Any) -> Any:
             return "#" + found
         return "#" + at + fragment
 
-    def rewrite(node: Any, base_uri: str, doc_at: str, resource_at: str, path: str) -> Any:
+    def rewrite(node: Any, base_uri: str, doc_at: str, resource_at: str, path: str, id_keys: tuple[str, ...]) -> Any:
         """`node`, at pointer `path` of the document placed at `doc_at`, with its references
         rewritten; `base_uri` and `resource_at`: the enclosing resource's URI and place."""
         if isinstance(node, list):
-            return [rewrite(item, base_uri, doc_at, resource_at, f"{path}/{i}") for i, item in enumerate(node)]
+            return [rewrite(item, base_uri, doc_at, resource_at, f"{path}/{i}", id_keys) for i, item in enumerate(node)]
         if not isinstance(node, dict):
             return node
-        nested = node.get("$id", node.get("id"))
+        nested = _node_id(node, id_keys)
         if path and isinstance(nested, str) and nested and not nested.startswith("#"):
             base_uri, resource_at = _document(urljoin(base_uri, nested) if base_uri else nested), doc_at + path
         out = {}
@@ -172,17 +173,28 @@ def bundle(schema: Any) -> Any:
                 out[key] = target(value, base_uri, resource_at, doc_at + path + "/$ref")
             elif key in _VALUES:
                 out[key] = value
-            elif key in _RESOURCE_KEYS and isinstance(value, str) and (path or doc_at):
+            elif (key == "$schema" or key in id_keys) and isinstance(value, str) and (path or doc_at):
                 continue  # a nested or copied resource's $id/$schema: its references are root pointers now
             else:
-                out[key] = rewrite(value, base_uri, doc_at, resource_at, f"{path}/{_escape(key)}")
+                out[key] = rewrite(value, base_uri, doc_at, resource_at, f"{path}/{_escape(key)}", id_keys)
         return out
 
-    index(schema, root_uri, "")
-    bundled = rewrite(schema, root_uri, "", "", "")
+    index(schema, root_uri, "", id_keys)
+    bundled = rewrite(schema, root_uri, "", "", "", id_keys)
     if defs:
         bundled["$defs"] = {**(bundled.get("$defs") or {}), **defs}
     return bundled
+
+
+def _id_keywords(schema: dict) -> tuple[str, ...]:
+    """The keywords that give a subschema its own URI: `$id`, and `id` where the schema declares
+    draft 3 or 4 (elsewhere `id` is an annotation, often a plain name)."""
+    dialect = schema.get("$schema")
+    return ("$id", "id") if isinstance(dialect, str) and ("draft-03" in dialect or "draft-04" in dialect) else ("$id",)
+
+
+def _node_id(node: dict, keys: tuple[str, ...]) -> Any:
+    return next((node[key] for key in keys if key in node), None)
 
 
 def _escape(key: str) -> str:

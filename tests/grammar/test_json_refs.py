@@ -128,3 +128,20 @@ def test_bundle_leaves_local_schemas_alone_and_register_schema_checks_its_input(
         register_schema("#/only-a-fragment", {})
     with pytest.raises(GrammarError, match="must be a JSON schema"):
         register_schema("https://example.org/x.json", ["not", "a", "schema"])
+
+
+def test_id_is_an_identifier_only_where_the_dialect_says_so():
+    """Draft 4: a nested `id` is a resource and `#/...` below it points into it; draft 7: `id` is an
+    annotation (often a plain name) and `#/...` stays a root pointer. jsonschema agrees."""
+    draft7 = {"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"n": {"type": "integer"}},
+              "properties": {"a": {"id": "plain-name", "properties": {"b": {"$ref": "#/definitions/n"}}}}}
+    draft4 = {"$schema": "http://json-schema.org/draft-04/schema#", "id": "http://example.org/root.json",
+              "definitions": {"n": {"type": "integer"}},
+              "properties": {"a": {"id": "http://example.org/sub.json", "definitions": {"n": {"type": "string"}},
+                                   "properties": {"b": {"$ref": "#/definitions/n"}}}}}
+    for schema, good, bad in ((draft7, 1, "x"), (draft4, "x", 1)):
+        validator = jsonschema.validators.validator_for(schema)(schema)
+        assert validator.is_valid({"a": {"b": good}}) and not validator.is_valid({"a": {"b": bad}})
+        for backend in ("default", "native"):
+            compiled = compile_json_schema(schema, BYTES, backend=backend)
+            assert _accepts(compiled, {"a": {"b": good}}) and not _accepts(compiled, {"a": {"b": bad}}), (backend, schema["$schema"])

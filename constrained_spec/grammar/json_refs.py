@@ -216,13 +216,14 @@ def _subschemas(node: Any, path: str):
 
 
 def _needs_bundling(schema: dict) -> bool:
-    """Whether some `$ref` names another document, or some subschema has its own `$id` (which
-    changes what the references below it mean)."""
+    """Whether some `$ref` names another document, or some subschema has its own `$id` (`id` in
+    drafts 3-4: what `bundle` reads as one), which changes what the references below it mean."""
+    id_keys = _id_keywords(schema)
     for path, node in _subschemas(schema, ""):
         ref = node.get("$ref")
         if isinstance(ref, str) and _document(ref):
             return True
-        nested = node.get("$id", node.get("id"))
+        nested = _node_id(node, id_keys)
         if path and isinstance(nested, str) and nested and not nested.startswith("#"):
             return True
     return False

@@ -139,6 +139,7 @@ def test_id_is_an_identifier_only_where_the_dialect_says_so():
               "definitions": {"n": {"type": "integer"}},
               "properties": {"a": {"id": "http://example.org/sub.json", "definitions": {"n": {"type": "string"}},
                                    "properties": {"b": {"$ref": "#/definitions/n"}}}}}
+    assert bundle(draft7) is draft7  # nothing to bundle: an annotation moves no reference
     for schema, good, bad in ((draft7, 1, "x"), (draft4, "x", 1)):
         validator = jsonschema.validators.validator_for(schema)(schema)
         assert validator.is_valid({"a": {"b": good}}) and not validator.is_valid({"a": {"b": bad}})

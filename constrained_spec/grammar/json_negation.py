@@ -53,6 +53,7 @@ MAX_ONE_OF = 6  # branches of a negated oneOf (pairs grow quadratically)
 MAX_UNDECLARED_SPLIT = 3  # "a key outside these" in an open object: one way per subset present
 MAX_DEPTH = 12  # nested negations followed by `complement`
 MAX_CALLS = 2_000  # complements computed for one top-level `complement` call
+MAX_PARTIAL_REF_DEPTH = 4  # a partial complement follows references only this deep
 _calls = threading.local()
 _TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 
@@ -171,10 +172,19 @@ def _item_ways(group: dict) -> list[dict] | None:
     return [{"type": "array", "contains": {"not": items}}]
 
 
-def complement(negated: Any, context: dict, resolve: Callable[[str], Any], depth: int = 0) -> Any:
+def complement(negated: Any, context: dict, resolve: Callable[[str], Any], depth: int = 0, partial: bool = False) -> Any:
     """A schema without `not` that admits exactly the values of `context` failing `negated`,
     once conjoined with `context` (for engines without `not`, such as llguidance); None where
-    no exact one is known. `resolve` maps a `$ref` to its schema."""
+    no exact one is known. `resolve` maps a `$ref` to its schema.
+
+    `partial`: where a part is not expressible, it admits nothing (False) instead, so the result
+    is never None but may admit fewer values: a narrowing, sound only where the result is used
+    positively (every step here is monotone: unions and intersections of narrower parts)."""
+    found = _complement(negated, context, resolve, depth, partial)
+    return False if found is None and partial else found
+
+
+def _complement(negated: Any, context: dict, resolve: Callable[[str], Any], depth: int, partial: bool) -> Any:
     if depth == 0:
         _calls.budget = MAX_CALLS
     _calls.budget -= 1
@@ -190,14 +200,16 @@ def complement(negated: Any, context: dict, resolve: Callable[[str], Any], depth
     if not groups:
         return False  # every value matches `negated`
     if len(groups) > 1:
-        return _union([complement(g, context, resolve, depth + 1) for g in groups])
+        return _union([complement(g, context, resolve, depth + 1, partial) for g in groups])
     (group,) = groups
     if set(group) == {"$ref"}:
+        if partial and depth > MAX_PARTIAL_REF_DEPTH:  # (the exact complement was tried first: this one cycles or grows)
+            return None
         try:
             target = resolve(group["$ref"])
         except (GrammarError, RecursionError, KeyError, TypeError, ValueError):
             return None
-        return complement(target, context, resolve, depth + 1)
+        return complement(target, context, resolve, depth + 1, partial)
     if set(group) == {"type"}:
         gone = {group["type"]} if isinstance(group["type"], str) else set(group["type"]) if isinstance(group["type"], list) else None
         if gone is None:
@@ -211,40 +223,40 @@ def complement(negated: Any, context: dict, resolve: Callable[[str], Any], depth
     if set(group) in ({"enum"}, {"const"}):
         return _all_but(enum_values(group))
     if set(group) == {"anyOf"} and isinstance(group["anyOf"], list):
-        return _intersection([complement(sub, context, resolve, depth + 1) for sub in group["anyOf"]])
+        return _intersection([complement(sub, context, resolve, depth + 1, partial) for sub in group["anyOf"]])
     ways = ways_to_fail(group, context)
     if ways is None:
         return None
-    return _union([positive(way, context, resolve, depth + 1) for way in ways])
+    return _union([positive(way, context, resolve, depth + 1, partial) for way in ways])
 
 
-def positive(schema: Any, context: dict, resolve: Callable[[str], Any], depth: int = 0) -> Any:
+def positive(schema: Any, context: dict, resolve: Callable[[str], Any], depth: int = 0, partial: bool = False) -> Any:
     """`schema` (a way to fail, from ways_to_fail) with every `not` replaced by its complement;
-    None where one is not expressible."""
+    None where one is not expressible (`partial`: see `complement`)."""
     if not isinstance(schema, dict):
         return schema
     out = dict(schema)
     if "not" in out:
-        rest = complement(out.pop("not"), context, resolve, depth + 1)
+        rest = complement(out.pop("not"), context, resolve, depth + 1, partial)
         if rest is None or rest is False:
             return rest
         out["allOf"] = [*out.get("allOf", []), rest]
     for key in ("allOf", "anyOf", "prefixItems"):
         if isinstance(out.get(key), list):
-            subs = [positive(sub, context if key != "prefixItems" else {}, resolve, depth + 1) for sub in out[key]]
+            subs = [positive(sub, context if key != "prefixItems" else {}, resolve, depth + 1, partial) for sub in out[key]]
             if any(sub is None for sub in subs):
                 return None
             out[key] = subs
     props = out.get("properties")
     if isinstance(props, dict):
         known = context.get("properties") if isinstance(context.get("properties"), dict) else {}
-        subs = {k: positive(v, known[k] if isinstance(known.get(k), dict) else {}, resolve, depth + 1) for k, v in props.items()}
+        subs = {k: positive(v, known[k] if isinstance(known.get(k), dict) else {}, resolve, depth + 1, partial) for k, v in props.items()}
         if any(sub is None for sub in subs.values()):
             return None
         out["properties"] = subs
     for key in ("items", "contains", "additionalProperties"):
         if isinstance(out.get(key), dict):
-            sub = positive(out[key], {}, resolve, depth + 1)
+            sub = positive(out[key], {}, resolve, depth + 1, partial)
             if sub is None:
                 return None
             out[key] = sub

@@ -4,6 +4,7 @@ then whole schemas on both backends, walked byte by byte against jsonschema."""
 from __future__ import annotations
 
 import json
+import logging
 
 import jsonschema
 import pytest
@@ -89,6 +90,40 @@ def test_complement_matches_jsonschema(negated, context):
 @pytest.mark.parametrize("negated, context", NOT_EXPRESSIBLE, ids=[json.dumps(n)[:40] for n, _ in NOT_EXPRESSIBLE])
 def test_complement_refuses_what_it_cannot_say(negated, context):
     assert complement(negated, context, lambda ref: None) is None
+
+
+@pytest.mark.parametrize("negated, context", NOT_EXPRESSIBLE + EXPRESSIBLE, ids=[json.dumps(n)[:40] for n, _ in NOT_EXPRESSIBLE + EXPRESSIBLE])
+def test_partial_complement_is_never_wider(negated, context):
+    """complement(partial=True): parts that cannot be said admit nothing, so the result is a
+    subset of `context` minus `negated` (a narrowing, for positive use only), never None; where
+    the exact complement exists and holds no reference, it is that complement."""
+    found = complement(negated, context, lambda ref: DEFS[ref.rsplit("/", 1)[-1]], partial=True)
+    assert found is not None and not _has_not(found), found
+    for value in POOL:
+        if _is_valid(value, {"allOf": [context, found]}):
+            assert _is_valid(value, context) and not _is_valid(value, negated), (value, found)
+    exact = complement(negated, context, lambda ref: DEFS[ref.rsplit("/", 1)[-1]])
+    if exact is not None and "$ref" not in json.dumps(negated):
+        assert found == exact
+
+
+def test_partial_complement_keeps_the_ways_it_can_say():
+    # a string starting with "a": fails by another type (said) or by the pattern (not said)
+    found = complement({"type": "string", "pattern": "^a"}, {}, lambda ref: None, partial=True)
+    kept = [v for v in POOL if _is_valid(v, found)]
+    assert kept and all(not isinstance(v, str) for v in kept)
+    # a required key whose value is a recursive definition: absent, or not an object, is said;
+    # failing deeper inside the cycle is not (references are followed 4 complements deep)
+    tree = {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/tree"}}}}
+    negated = {"required": ["a"], "properties": {"a": {"$ref": "#/$defs/tree"}}}
+    assert complement(negated, OBJECT, lambda ref: tree) is None
+    found = complement(negated, OBJECT, lambda ref: tree, partial=True)
+    valid = lambda value, schema: jsonschema.Draft202012Validator({**schema, "$defs": {"tree": tree}}).is_valid(value)  # noqa: E731
+    values = POOL + [{"a": {"kids": [1]}}, {"a": {"kids": [{"kids": [{"kids": [{"kids": [{"kids": [2]}]}]}]}]}}]
+    kept = [v for v in values if valid(v, {"allOf": [OBJECT, found]})]
+    assert all(not valid(v, negated) for v in kept)
+    assert [v for v in values if isinstance(v, dict) and ("a" not in v or not isinstance(v["a"], dict))] == [v for v in kept if "a" not in v or not isinstance(v["a"], dict)]
+    assert values[-1] not in kept  # failing five levels down the cycle is not said
 
 
 # whole schemas with overlapping oneOf branches or negations, as real schemas write them
@@ -180,3 +215,26 @@ def test_strings_except_long_words_is_flat_and_exact():
             text = rng.choice([word, word[: rng.randint(0, len(word))] + rng.choice(["", "a", "b"]),
                                "".join(rng.choice("abc") for _ in range(rng.randint(0, 55)))])
             assert bool(regex.match(text)) == (text not in words), (words, text)
+
+
+def test_overlapping_one_of_through_a_cycle_is_narrowed_soundly(caplog):
+    """Branch 0 and not branch 1: branch 1 fails by a missing `value`, a `kind` outside its
+    enum, or a `value` failing a recursive definition; the complement of a cycle cannot be
+    written without `not`, so the default backend follows it a few levels and leaves the rest
+    out, logging the narrowing: every text it accepts is valid, and so is every valid text that
+    fails branch 1 near the surface."""
+    schema = {"$defs": {"node": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}},
+              "type": "object", "properties": {"kind": {"enum": ["leaf", "tree", "both"]}, "value": {}}, "oneOf": [
+                  {"properties": {"kind": {"enum": ["leaf", "both"]}}, "required": ["kind"]},
+                  {"properties": {"kind": {"enum": ["tree", "both"]}, "value": {"$ref": "#/$defs/node"}}, "required": ["value"]}]}
+    with caplog.at_level(logging.INFO, logger="constrained_spec.grammar.json_schema"):
+        compiled = compile_json_schema(schema, BYTES)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    assert "/oneOf/1: values that fail this schema only in ways not expressible" in caplog.text
+    exact = ['{"kind":"leaf"}', '{"kind":"tree","value":{}}', '{"value":{"kids":[]}}', '{"kind":"both"}', '{"kind":"both","value":{}}',
+             '{"kind":"leaf","value":{}}', '{"kind":"tree"}', "{}", '{"kind":"leaf","value":1}', '{"kind":"tree","value":{"kids":[{}]}}',
+             '{"kind":"both","value":1}', '{"kind":"both","value":{"kids":[]}}']
+    for text in exact:
+        assert _walk(compiled, schema, text) == _valid(schema, text), text
+    narrowed = '{"kind":"both","value":{"kids":[{"kids":[{"kids":[{"kids":[1]}]}]}]}}'  # valid: fails branch 1 only deep in the cycle
+    assert _valid(schema, narrowed) and not _walk(compiled, schema, narrowed)

@@ -37,7 +37,7 @@ from constrained_spec.grammar.json_schema import ONE_OF_NARROWED, schema_to_gram
 from constrained_spec.grammar.json_terminals import FORMAT_PATTERNS
 from constrained_spec.grammar.lark_engine import compile_lark
 from constrained_spec.grammar.llguidance_backend import LLGuidanceGrammar
-from constrained_spec.grammar.llguidance_schema import llguidance_schema
+from constrained_spec.grammar.llguidance_schema import NEGATION_NARROWED, llguidance_schema
 from constrained_spec.grammar.regex_backend import CompiledRegex
 from constrained_spec.grammar.unique_items import UniqueItemsGrammar
 
@@ -79,6 +79,13 @@ class Harness:
     def oracle(schema) -> Oracle:
         """jsonschema on `schema`; completeness is checked inside what the compiler documents it
         generates (generation_schema)."""
+        rewrite_narrowed: dict[str, str] = {}
+        try:
+            llguidance_schema(schema, closed_objects=False, narrowed=rewrite_narrowed)
+        except (GrammarError, RecursionError):
+            pass
+        if NEGATION_NARROWED in rewrite_narrowed.values():
+            return Oracle(schema, soundness_only=True)  # the default backend leaves inexpressible ways to fail out
         try:
             grammar = schema_to_grammar(schema)
         except (GrammarError, RecursionError):

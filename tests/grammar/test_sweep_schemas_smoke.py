@@ -25,11 +25,14 @@ def _module():
 def test_sweep_on_a_folder(tmp_path, capsys):
     for name in ("own-fc-get-weather.json", "own-fc-invoice.json", "schemastore-stale.json"):
         shutil.copy(BENCHMARKS / "schema_corpus" / name, tmp_path / name)
+    (tmp_path / "empty.json").write_text("")  # a mirror's placeholder for a large file: listed, not fatal
     counts = _module().main(["--folder", str(tmp_path), "--walks", "2", "--xgrammar"])
+    out = capsys.readouterr().out
+    assert counts["files not JSON"] == 1 and "skipped empty.json: not JSON" in out
     assert counts["schemas"] == 3 and counts["compiled"] == 3 and counts["walks"] == 6
     assert counts["dead ends"] == 0 and counts["invalid outputs"] == 0 and counts["finished"] >= 1
     assert counts["xgrammar outputs"] >= 1
-    assert "compile median" in capsys.readouterr().out
+    assert "compile median" in out
 
 
 def test_kubernetes_references_become_local_definitions():

@@ -438,7 +438,9 @@ class _Translator:
                 if isinstance(members, list):
                     resolved = [self.deref(member) for member in members]  # every member's required keys are there
                     keys = required | frozenset(k for m in resolved if isinstance(m, dict) for k in _required(m)) | frozenset(_required(one))
-                    if any(isinstance(m, dict) and self.apart(m, other, keys, types, depth + 1) for m in resolved):
+                    own = self.kinds(one)  # every instance of `one` has one of its types: its members are read there
+                    within_types = own if types is None else types if own is None else own & types
+                    if any(isinstance(m, dict) and self.apart(m, other, keys, within_types, depth + 1) for m in resolved):
                         return True
                 for key in ("anyOf", "oneOf"):
                     branches = one.get(key)
@@ -448,7 +450,7 @@ class _Translator:
         if not any(k is not None and k <= {"object"} for k in (ka, kb)):
             return False
         for one, other in ((a, b), (b, a)):  # one requires a key the other forbids (on objects: one side takes no other)
-            if any(_forbids_key(other, name) for name in _required(one)):
+            if any(_forbids_key(other, name, self.deref) for name in _required(one)):
                 return True
         if depth >= 8:
             return False
@@ -1277,12 +1279,18 @@ def _required(schema: dict) -> list[str]:
     return [k for k in required if isinstance(k, str)] if isinstance(required, list) else []
 
 
-def _forbids_key(schema: dict, name: str) -> bool:
+def _forbids_key(schema: dict, name: str, deref: Any = None) -> bool:
     """Conservative: no object with key `name` matches `schema` (its own keywords: the key's
-    schema is `false`, or the object is closed without declaring or patterning the key)."""
+    schema is `false`, the object is closed without declaring or patterning the key, or its
+    propertyNames lists names without it; `deref` follows references there)."""
     properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    if name in properties and properties[name] is False:
+        return True
+    listed = _listed_names(schema.get("propertyNames"), deref) if deref is not None and "propertyNames" in schema else None
+    if listed is not None and name not in listed:
+        return True
     if name in properties:
-        return properties[name] is False
+        return False
     if schema.get("additionalProperties") is not False:
         return False
     for pattern in schema.get("patternProperties") or {}:
@@ -1293,3 +1301,20 @@ def _forbids_key(schema: dict, name: str) -> bool:
             return False  # a pattern Python cannot read may match
     return True
 
+
+def _listed_names(names: Any, deref: Any, depth: int = 0) -> list | None:
+    """The names a propertyNames schema lists (enum/const, an anyOf of those, through
+    references), or None where it does not list them."""
+    try:
+        names = deref(names)
+    except (GrammarError, RecursionError):
+        return None
+    if not isinstance(names, dict) or depth > 8:
+        return None
+    keywords = {k: v for k, v in names.items() if k not in ANNOTATIONS and k not in STRUCTURAL and not (k == "type" and v == "string")}
+    if set(keywords) in ({"enum"}, {"const"}, {"enum", "const"}):
+        return enum_values(keywords)
+    if set(keywords) == {"anyOf"} and isinstance(keywords["anyOf"], list):
+        parts = [_listed_names(branch, deref, depth + 1) for branch in keywords["anyOf"]]
+        return None if any(p is None for p in parts) else [v for p in parts for v in p]
+    return None

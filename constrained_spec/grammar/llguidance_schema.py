@@ -792,7 +792,7 @@ def _names_as_properties(node: dict, closed_objects: bool = False, deref: Callab
         names = deref(names)
     except (GrammarError, RecursionError):
         return node
-    names = {k: v for k, v in names.items() if k not in _QUIET and not (k == "type" and v == "string")} if isinstance(names, dict) else names
+    names = _name_keywords(names, deref)
     extra, props = node.get("additionalProperties", False if closed_objects else True), node.get("properties", {})
     if names == {} or names is True:
         return {k: v for k, v in node.items() if k != "propertyNames"}
@@ -816,6 +816,28 @@ def _names_as_properties(node: dict, closed_objects: bool = False, deref: Callab
             return node  # the pattern's schema would apply to listed names too
         out["patternProperties"], out["additionalProperties"] = {pattern: extra}, False
     return out
+
+
+def _name_keywords(names: Any, deref: Callable[[Any], Any]) -> Any:
+    """A propertyNames schema's keywords that constrain names: annotations, `type: string` and a
+    format neither engine knows (it constrains nothing) left out; an anyOf of value lists (each
+    through its references) as one enum of their values."""
+    if not isinstance(names, dict):
+        return names
+    kept = {k: v for k, v in names.items() if k not in _QUIET and not (k == "type" and v == "string")
+            and not (k == "format" and v not in FORMAT_PATTERNS)}
+    if set(kept) == {"anyOf"} and isinstance(kept["anyOf"], list) and kept["anyOf"]:
+        values: list = []
+        for branch in kept["anyOf"]:
+            try:
+                listed = enum_values(_name_keywords(deref(branch), deref))
+            except (GrammarError, RecursionError):
+                return kept
+            if listed is None:
+                return kept
+            values += [v for v in listed if v not in values]
+        return {"enum": values}
+    return kept
 
 
 def _name_pattern(names: dict) -> str | None:

@@ -728,3 +728,30 @@ def test_value_lists_a_scalar_branch_admits_are_left_out_of_any_of(schema, dropp
     compiled = compile_json_schema(schema, BYTES, closed_objects=False)
     for text in ('"auto"', '"green"', '""', '"x"', '"a"', '"bb"', '"abc"', '"zz"', "3", "1", "2.5", "true", "false", "null", "[1]", "[]", "{}"):
         assert _walk(compiled, schema, text) == _valid(schema, text), text  # (1.0: integers are written canonically)
+
+
+def test_one_of_told_apart_by_property_names_stays_on_llguidance():
+    """lsdlschema's phrasings: each branch requires its own key and lists, in propertyNames (an
+    anyOf of a const and a shared enum, through a reference), the only names it takes, so no
+    object meets two branches. The disjointness proof reads propertyNames lists and a member of
+    an allOf within its parent's `type`; propertyNames' unknown format constrains nothing."""
+    def branch(key: str) -> dict:
+        return {"type": "object", "allOf": [
+            {"properties": {key: {"type": "integer"}}, "propertyNames": {"anyOf": [{"const": key}, {"$ref": "#/$defs/common"}]}, "required": [key]},
+            {"$ref": "#/$defs/commonProps"}]}
+    schema = {"$defs": {"common": {"enum": ["State", "Weight"]}, "commonProps": {"properties": {"State": {"type": "string"}, "Weight": {"type": "number"}}},
+                        "identifier": {"type": "string", "pattern": "^.+$", "format": "identifier"}},
+              "type": "object", "properties": {"phrasings": {"type": "array", "items": {"oneOf": [branch("A"), branch("B"), branch("C")]}},
+                                               "names": {"type": "object", "propertyNames": {"$ref": "#/$defs/identifier"}}}}
+    from constrained_spec.grammar.json_schema import _Translator
+
+    branches = schema["properties"]["phrasings"]["items"]["oneOf"]
+    assert _Translator(schema, "compact").disjoint(branches, {})  # proven apart: an anyOf for llguidance, no exclusions
+    rewritten = llguidance_schema(schema, closed_objects=False)["properties"]["phrasings"]["items"]
+    assert set(rewritten) == {"anyOf"} and [len(b["allOf"]) for b in rewritten["anyOf"]] == [2, 2, 2]  # each branch as it was
+    compiled = compile_json_schema(schema, BYTES)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    for text in ('{"phrasings":[{"A":1}]}', '{"phrasings":[{"A":1,"State":"s"},{"C":2,"Weight":1.5}]}', '{"phrasings":[{"A":1,"B":2}]}',
+                 '{"phrasings":[{"State":"s"}]}', '{"phrasings":[{"A":1,"Other":1}]}', '{"phrasings":[1]}', '{"phrasings":[{"A":"x"}]}',
+                 '{"names":{"x":1}}', '{"names":{"":1}}', '{"names":{}}'):
+        assert _walk(compiled, schema, text) == _valid(schema, text), text

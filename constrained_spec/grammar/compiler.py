@@ -15,6 +15,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .json_dialects import may_use_later_keywords, without_later_keywords
 from .json_ir import Grammar, Lit, RecursiveGrammar, seq
 from .json_refs import bundle
 from .json_schema import deep_recursion, json_value_grammar, normalize_schema, schema_to_grammar
@@ -154,6 +155,17 @@ def compile_json_schema(
             bundled = bundle(schema_dict)  # other documents' $refs made local (meta-schemas, register_schema)
             if bundled is not schema_dict:
                 schema_dict, text = bundled, json.dumps(bundled, sort_keys=True)
+        if may_use_later_keywords(text):  # keywords a declared older draft lacks: validators ignore them
+            later: dict[str, str] = {}
+            dialected = without_later_keywords(schema_dict, later)
+            if later and strict:
+                name, where = next(iter(later.items()))
+                raise GrammarError(f"keyword {name!r} at {where} is not part of the draft the schema declares ($schema): "
+                                   "validators ignore it (strict=True refuses it)")
+            if later:
+                schema_log.info("JSON schema: keywords its declared draft does not have, ignored as validators do: %s",
+                                ", ".join(f"{k} (at {v})" for k, v in later.items()))
+                schema_dict, text = dialected, json.dumps(dialected, sort_keys=True)
     key = ("json_schema", text, whitespace, strict, closed_objects, tuple(frame), vocab.fingerprint, backend)
     if backend == "llguidance" and strict:
         raise GrammarError("strict is an option of the default backend, not of llguidance")

@@ -476,6 +476,8 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         elif fmt is not None and ignored is not None and fmt not in NON_STRING_FORMATS:
             ignored.setdefault(f"format: {fmt}", pointer(path, "format"))
         one_of = out.get("oneOf")
+        if isinstance(one_of, list) and sum(o is True or (isinstance(o, dict) and not set(o) & VALIDATION) for o in one_of) >= 2:
+            return False  # two branches every value meets: none meets exactly one (a draft-4 oneOf of `const`s)
         keyed = _closed_key_branches(one_of, checks.deref) if isinstance(one_of, list) and not disjoint(one_of, out) else None
         if keyed is not None:
             one_of = keyed
@@ -557,6 +559,8 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         return out
 
     rewritten = rewrite(schema, "", False)
+    if rewritten is False:
+        return None  # no value at all: our compiler says so by name
     if merged_defs and isinstance(rewritten, dict):
         rewritten["$defs"] = {**rewritten.get("$defs", {}), **merged_defs}
     return None if unsafe else rewritten

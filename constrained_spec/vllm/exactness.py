@@ -34,12 +34,12 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .runtime import model_folder, vllm_cwd, vllm_env, vllm_python
 
-__all__ = ["CASES", "PROMPT", "SCHEMA", "VllmExactnessReport", "homogeneity_test", "sample_counts", "run_vllm_check"]
+__all__ = ["CASES", "PROMPT", "SCHEMA", "VllmExactnessReport", "homogeneity_test", "sample_counts", "run_vllm_check", "run_vllm_checks"]
 
 SCHEMA = {"type": "object", "properties": {"answer": {"enum": ["yes", "no", "maybe"]}}, "required": ["answer"], "additionalProperties": False}
 PROMPT = "<|im_start|>user\nIs the sky green? Answer with a JSON object.<|im_end|>\n<|im_start|>assistant\n"
@@ -122,15 +122,18 @@ class VllmExactnessReport:
         )
 
 
-def sample_counts(mode: str, samples: int, seed: int, model: str, log: Callable[[str], None] | None = None, fix: bool = True, temperature: float = 1.0, case: str = "enum") -> dict:
-    """Run one vLLM engine (`mode` "plain" or "spec") in a subprocess; returns its counts of
+def sample_counts(mode: str, samples: int, seed: int, model: str, log: Callable[[str], None] | None = None, fix: bool = True,
+                  temperatures: Sequence[float] = (1.0,), case: str = "enum") -> list[dict]:
+    """Run one vLLM engine (`mode` "plain" or "spec") in a subprocess, sampling at each of
+    `temperatures` in turn (one engine start for all); returns per temperature its counts of
     complete outputs (token ids joined by ",") and its speculation counters."""
     env = vllm_env()
     env["CONSTRAINED_SPEC_VLLM_FIX_55005"] = "1" if fix else "0"
-    cmd = [vllm_python(), "-m", "constrained_spec.vllm.exactness", "--mode", mode, "--samples", str(samples), "--seed", str(seed), "--model", str(model), "--temperature", repr(temperature), "--case", case]
+    cmd = [vllm_python(), "-m", "constrained_spec.vllm.exactness", "--mode", mode, "--samples", str(samples), "--seed", str(seed), "--model", str(model),
+           "--temperature", *map(repr, temperatures), "--case", case]
     if log:
-        log(f"vLLM {mode} engine{'' if fix else ' (without the #55005 fix)'} at temperature {temperature}, case {case}: {samples} samples ...")
-    done = subprocess.run(cmd, env=env, cwd=vllm_cwd(), capture_output=True, text=True, timeout=1200)
+        log(f"vLLM {mode} engine{'' if fix else ' (without the #55005 fix)'} at temperature {', '.join(map(str, temperatures))}, case {case}: {samples} samples each ...")
+    done = subprocess.run(cmd, env=env, cwd=vllm_cwd(), capture_output=True, text=True, timeout=600 + 600 * len(temperatures))
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode != 0 or not lines:
         raise RuntimeError(f"the vLLM {mode} run failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
@@ -142,24 +145,36 @@ def run_vllm_check(samples: int = 300, seed: int = 0, alpha: float = 0.001, mode
     caller may pass back as `plain` to test another speculative run against the same sample).
     The plain engine samples at temperature 1; `spec_temperature` other than 1 makes the
     speculative engine deliberately wrong, which a check with power must catch."""
+    reports, plain = run_vllm_checks([spec_temperature], samples, seed, alpha, model, fix, log, plain, case)
+    return reports[0], plain
+
+
+def run_vllm_checks(spec_temperatures: Sequence[float], samples: int = 300, seed: int = 0, alpha: float = 0.001, model: str | None = None,
+                    fix: bool = True, log: Callable[[str], None] | None = None, plain: dict | None = None,
+                    case: str = "enum") -> tuple[list[VllmExactnessReport], dict]:
+    """`run_vllm_check` for several speculative temperatures at once: one speculative engine
+    samples at each in turn (the same seeds), each sample compared with the one plain sample."""
     if case not in CASES:
         raise ValueError(f"unknown case {case!r}; choose from {sorted(CASES)}")
     start = time.perf_counter()
     folder = model_folder(model)
     # Disjoint seed ranges: the two samples must be independent.
-    plain = plain or sample_counts("plain", samples, seed * 2 * samples, str(folder), log, case=case)
-    spec = sample_counts("spec", samples, seed * 2 * samples + samples, str(folder), log, fix=fix, temperature=spec_temperature, case=case)
-    statistic, dof, p_value = homogeneity_test(plain["counts"], spec["counts"])
-    steps = max(spec["draft_steps"], 1)
-    report = VllmExactnessReport(
-        samples, len(set(plain["counts"]) | set(spec["counts"])), statistic, dof, p_value, alpha,
-        spec["fix_applied"], 1 + spec["accepted_tokens"] / steps, time.perf_counter() - start, spec_temperature, case,
-    )
-    return report, plain
+    plain = plain or sample_counts("plain", samples, seed * 2 * samples, str(folder), log, case=case)[0]
+    runs = sample_counts("spec", samples, seed * 2 * samples + samples, str(folder), log, fix=fix, temperatures=spec_temperatures, case=case)
+    reports = []
+    for temperature, spec in zip(spec_temperatures, runs):
+        statistic, dof, p_value = homogeneity_test(plain["counts"], spec["counts"])
+        steps = max(spec["draft_steps"], 1)
+        reports.append(VllmExactnessReport(
+            samples, len(set(plain["counts"]) | set(spec["counts"])), statistic, dof, p_value, alpha,
+            spec["fix_applied"], 1 + spec["accepted_tokens"] / steps, time.perf_counter() - start, temperature, case,
+        ))
+    return reports, plain
 
 
-def _engine_sample(mode: str, samples: int, seed: int, model: str, temperature: float = 1.0, case: str = "enum") -> dict:
-    """Inside the vLLM Python: draw `samples` outputs, one seeded request each."""
+def _engine_sample(mode: str, samples: int, seed: int, model: str, temperatures: Sequence[float] = (1.0,), case: str = "enum") -> list[dict]:
+    """Inside the vLLM Python: draw `samples` outputs, one seeded request each, at each
+    temperature in turn from one engine (the speculation counters read per turn)."""
     from vllm import LLM, SamplingParams
     from vllm.plugins import load_general_plugins
     from vllm.sampling_params import StructuredOutputsParams
@@ -176,29 +191,37 @@ def _engine_sample(mode: str, samples: int, seed: int, model: str, temperature: 
     llm = LLM(**options)
     spec = CASES[case]
     constraint = StructuredOutputsParams(json=spec.schema)
-    params = [SamplingParams(temperature=temperature, max_tokens=spec.max_tokens, seed=seed + i, structured_outputs=constraint) for i in range(samples)]
-    outputs = llm.generate([spec.prompt] * samples, params, use_tqdm=False)
-    counts: Counter[str] = Counter()
-    for out in outputs:
-        completion = out.outputs[0]
-        if completion.finish_reason == "length" and spec.by_length:
-            counts["cut"] += 1  # a free string ran past max_tokens
-            continue
-        if completion.finish_reason != "stop":
-            raise AssertionError(f"an output did not finish ({completion.finish_reason}): {completion.text!r}")
-        _check_valid(completion.text, spec.schema)
-        counts[f"len={len(completion.token_ids)}" if spec.by_length else ",".join(map(str, completion.token_ids))] += 1
-    metrics = {m.name: getattr(m, "value", None) for m in llm.get_metrics()}
     import vllm.v1.sample.rejection_sampler as rejection_sampler
 
     from .fix_55005 import expand_batch_to_tokens
 
-    return {
-        "counts": dict(counts),
-        "draft_steps": int(metrics.get("vllm:spec_decode_num_drafts") or 0),
-        "accepted_tokens": int(metrics.get("vllm:spec_decode_num_accepted_tokens") or 0),
-        "fix_applied": rejection_sampler.expand_batch_to_tokens is expand_batch_to_tokens,
-    }
+    def counters() -> tuple[int, int]:
+        metrics = {m.name: getattr(m, "value", None) for m in llm.get_metrics()}
+        return int(metrics.get("vllm:spec_decode_num_drafts") or 0), int(metrics.get("vllm:spec_decode_num_accepted_tokens") or 0)
+
+    runs = []
+    for temperature in temperatures:
+        before = counters()
+        params = [SamplingParams(temperature=temperature, max_tokens=spec.max_tokens, seed=seed + i, structured_outputs=constraint) for i in range(samples)]
+        outputs = llm.generate([spec.prompt] * samples, params, use_tqdm=False)
+        counts: Counter[str] = Counter()
+        for out in outputs:
+            completion = out.outputs[0]
+            if completion.finish_reason == "length" and spec.by_length:
+                counts["cut"] += 1  # a free string ran past max_tokens
+                continue
+            if completion.finish_reason != "stop":
+                raise AssertionError(f"an output did not finish ({completion.finish_reason}): {completion.text!r}")
+            _check_valid(completion.text, spec.schema)
+            counts[f"len={len(completion.token_ids)}" if spec.by_length else ",".join(map(str, completion.token_ids))] += 1
+        after = counters()
+        runs.append({
+            "counts": dict(counts),
+            "draft_steps": after[0] - before[0],
+            "accepted_tokens": after[1] - before[1],
+            "fix_applied": rejection_sampler.expand_batch_to_tokens is expand_batch_to_tokens,
+        })
+    return runs
 
 
 def _check_valid(text: str, schema: dict) -> None:
@@ -214,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, required=True)
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--model", required=True)
-    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--temperature", type=float, nargs="+", default=[1.0], help="one sample per temperature, in turn")
     parser.add_argument("--case", choices=sorted(CASES), default="enum")
     args = parser.parse_args(argv)
     result = _engine_sample(args.mode, args.samples, args.seed, args.model, args.temperature, args.case)

@@ -283,9 +283,18 @@ class Grammar:
         split = self._split_items(node, cyclic)
         if split is not None:
             return "(" + " ".join(self._lark(item, cyclic) for item in split[0]) + ")"
+        items = self._flat_items(node)
+        first = items[0] if items else None
+        if len(items) > 1 and isinstance(first, Rep) and (first.min, first.max) == (0, 1):
+            # a leading optional member of literals (`("kind":"app",)?` before a recursive one) is
+            # split too: merged, it outran a sibling option's `"kind"` (`{"kind":"app"}` refused)
+            inner = self._flat_items(first.item)
+            if inner and all(isinstance(i, Lit) for i in inner):
+                lits = " ".join(_lark_regex(regex_escape(i.text)) for i in inner)
+                return f"(({lits})? {self._lark_beside_split(seq(*items[1:]), cyclic)})"
         if self._has_cycle_ref(node, cyclic) or self.nullable(node):
             return self._lark(node, cyclic)
-        rest = self._flat_items(node)
+        rest = items
         lead = []
         while rest and isinstance(rest[0], Lit):
             lead.append(_lark_regex(regex_escape(rest.pop(0).text)))

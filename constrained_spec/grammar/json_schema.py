@@ -854,8 +854,31 @@ class _Translator:
             return self.array({k: v for k, v in s.items() if k not in ("contains", "minContains")}, path)
         item = self.node(items, pointer(path, "items"))
         match = self.node({"allOf": [items, s["contains"]]} if items is not True else s["contains"], where)
-        body = seq(Rep(seq(item, self.comma), 0, None), match, Rep(seq(self.comma, item), 0, None))
+        # Items before the first match fail `contains` where that is expressible exactly: then no
+        # text can be both an earlier item and the match (the Lark lexer picks one terminal for
+        # `"x"`, and `["x"]` was refused where `contains` is `{"const": "x"}`).
+        before = self.miss(items, s["contains"], where)
+        if before is False:  # every item matches: the first one is the match
+            body = seq(match, Rep(seq(self.comma, item), 0, None))
+        else:
+            body = seq(Rep(seq(before or item, self.comma), 0, None), match, Rep(seq(self.comma, item), 0, None))
         return seq(Lit("["), self.ws, body, self.ws, Lit("]"))
+
+    def miss(self, items: Any, contained: Any, where: str) -> Node | bool | None:
+        """An item failing `contained` (False: none can; None: not expressible exactly here)."""
+        narrowed, ignored = dict(self.narrowed), dict(self.ignored)
+        try:
+            node = self.node({"allOf": [items, {"not": contained}]} if items is not True else {"not": contained}, where)
+        except _TooManyWays:
+            raise
+        except _Empty:
+            return False
+        except GrammarError:
+            return None
+        if self.narrowed != narrowed:  # a narrower complement would lose arrays: keep the plain form
+            self.narrowed, self.ignored = narrowed, ignored
+            return None
+        return node
 
     def unique_arrays(self, items: Any, lo: int, hi: int | None, path: str, counted: dict | None = None) -> Node | None:
         """uniqueItems over a finite item domain of at most 4 values: every arrangement, exactly

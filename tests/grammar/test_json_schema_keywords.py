@@ -64,6 +64,19 @@ CASES = [
      [1, 5], [0, 6]),
     ("contains", {"type": "array", "items": {"type": "integer"}, "contains": {"minimum": 5}},
      [[5], [1, 7], [7, 1, 2]], [[], [1, 2], [1, "x", 6]]),
+    # items of any kind (the Lark path): the items before the first match fail `contains`, so
+    # the lexer never has to choose between "an item" and "the match" for one text ("x" was
+    # lexed as a free string, and ["x"] refused)
+    ("contains-any-items-const", {"type": "array", "contains": {"const": "x"}},
+     [["x"], ["y", "x"], ["x", "x"], [1, "x", {}]], [["y"], [], [{"a": "x"}]]),
+    ("contains-any-items-bound", {"type": "array", "contains": {"type": "integer", "minimum": 5}},
+     [[5], [1, 7], ["a", 6, "b"]], [[1], [], [5.5]]),
+    ("contains-any-items-object", {"type": "array", "contains": {"type": "object", "required": ["a"]}},
+     [[{"a": 1}], [{}, {"a": 1}], [1, {"a": 2}]], [[{}], [1], []]),
+    # Lark path: an optional member of literals before a recursive one is split into the same
+    # terminals as the member written alone (merged, `"kind":"app",` outran `"kind"`)
+    ("optional-literal-member-before-a-recursive-one", {"type": "object", "properties": {"kind": {"const": "app"}, "tags": {"type": "array", "contains": {"const": "x"}}}},
+     [{"kind": "app"}, {"tags": ["x"]}, {"kind": "app", "tags": ["y", "x"]}, {}], [{"kind": "web"}, {"tags": ["y"]}, {"kind": "app", "tags": []}]),
     ("multipleOf-integer", {"type": "integer", "multipleOf": 5}, [0, 5, -10, 1235], [1, 12, -3]),
     ("multipleOf-bounded", {"type": "integer", "multipleOf": 3, "minimum": 0, "maximum": 20}, [0, 3, 18], [1, 21, -3]),
     # a 13-digit bound: the digit ranges split in two at every digit before (a 212 KB regex)

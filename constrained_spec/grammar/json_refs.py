@@ -18,6 +18,7 @@ import threading
 from typing import Any
 from urllib.parse import urljoin
 
+from .json_merge import pointer
 from .protocol import GrammarError
 
 __all__ = ["bundle", "reference_registry", "register_schema", "registered_schema"]
@@ -114,7 +115,7 @@ def bundle(schema: Any) -> Any:
             for name in (item.get("$anchor"), nested[1:] if isinstance(nested, str) and nested.startswith("#") else None):
                 if isinstance(name, str) and name:  # $anchor, or a draft 4-7 plain-name id ("#foo")
                     anchors.setdefault((base_uri, name), at + path)
-            stack.extend((value, base_uri, f"{path}/{_escape(key)}") for key, value in item.items() if key not in _VALUES)
+            stack.extend((value, base_uri, pointer(path, key)) for key, value in item.items() if key not in _VALUES)
 
     def place(uri: str, name_hint: str) -> str | None:
         """The pointer where the document at `uri` (or registered as `name_hint`) sits, copying
@@ -131,7 +132,7 @@ def bundle(schema: Any) -> Any:
             number += 1
         name = f"{_PREFIX}{number}"
         taken.add(name)
-        at = f"/$defs/{_escape(name)}"
+        at = pointer("", "$defs", name)
         keys = _id_keywords(document) if isinstance(document, dict) else ("$id",)  # the copy's own dialect
         index(document, uri, at, keys)
         defs[name] = True  # placeholder while the copy is rewritten (a cycle finds it placed)
@@ -176,7 +177,7 @@ def bundle(schema: Any) -> Any:
             elif (key == "$schema" or key in id_keys) and isinstance(value, str) and (path or doc_at):
                 continue  # a nested or copied resource's $id/$schema: its references are root pointers now
             else:
-                out[key] = rewrite(value, base_uri, doc_at, resource_at, f"{path}/{_escape(key)}", id_keys)
+                out[key] = rewrite(value, base_uri, doc_at, resource_at, pointer(path, key), id_keys)
         return out
 
     index(schema, root_uri, "", id_keys)
@@ -197,10 +198,6 @@ def _node_id(node: dict, keys: tuple[str, ...]) -> Any:
     return next((node[key] for key in keys if key in node), None)
 
 
-def _escape(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
-
-
 def _subschemas(node: Any, path: str):
     """(pointer, dict) for every dict in `node` outside JSON values (enum, const, ...)."""
     stack = [(path, node)]
@@ -210,7 +207,7 @@ def _subschemas(node: Any, path: str):
             yield at, item
             for key, value in item.items():
                 if key not in _VALUES:
-                    stack.append((f"{at}/{_escape(key)}", value))
+                    stack.append((pointer(at, key), value))
         elif isinstance(item, list):
             stack.extend((f"{at}/{i}", value) for i, value in enumerate(item))
 

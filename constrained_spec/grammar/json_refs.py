@@ -18,14 +18,13 @@ import threading
 from typing import Any
 from urllib.parse import urljoin
 
-from .json_merge import pointer
+from .json_merge import DATA_KEYWORDS, NAME_MAPS, pointer
 from .protocol import GrammarError
 
 __all__ = ["bundle", "reference_registry", "register_schema", "registered_schema"]
 
 _REGISTERED: dict[str, Any] = {}
 _LOCK = threading.Lock()
-_VALUES = frozenset({"enum", "const", "default", "examples"})  # hold JSON values, not schemas
 _PREFIX = "constrained_spec:"  # the $defs names of copied documents: constrained_spec:0, ...
 
 
@@ -115,7 +114,7 @@ def bundle(schema: Any) -> Any:
             for name in (item.get("$anchor"), nested[1:] if isinstance(nested, str) and nested.startswith("#") else None):
                 if isinstance(name, str) and name:  # $anchor, or a draft 4-7 plain-name id ("#foo")
                     anchors.setdefault((base_uri, name), at + path)
-            stack.extend((value, base_uri, pointer(path, key)) for key, value in item.items() if key not in _VALUES)
+            stack.extend((value, base_uri, at_) for at_, value in _inside(item, path))
 
     def place(uri: str, name_hint: str) -> str | None:
         """The pointer where the document at `uri` (or registered as `name_hint`) sits, copying
@@ -172,8 +171,11 @@ def bundle(schema: Any) -> Any:
         for key, value in node.items():
             if key == "$ref" and isinstance(value, str):
                 out[key] = target(value, base_uri, resource_at, doc_at + path + "/$ref")
-            elif key in _VALUES:
+            elif key in DATA_KEYWORDS:
                 out[key] = value
+            elif key in NAME_MAPS and isinstance(value, dict):  # names map to schemas: a name is no keyword
+                out[key] = {name: rewrite(schema, base_uri, doc_at, resource_at, pointer(path, key, name), id_keys)
+                            for name, schema in value.items()}
             elif (key == "$schema" or key in id_keys) and isinstance(value, str) and (path or doc_at):
                 continue  # a nested or copied resource's $id/$schema: its references are root pointers now
             else:
@@ -205,11 +207,24 @@ def _subschemas(node: Any, path: str):
         at, item = stack.pop()
         if isinstance(item, dict):
             yield at, item
-            for key, value in item.items():
-                if key not in _VALUES:
-                    stack.append((pointer(at, key), value))
+            stack.extend(_inside(item, at))
         elif isinstance(item, list):
             stack.extend((f"{at}/{i}", value) for i, value in enumerate(item))
+
+
+def _inside(node: dict, path: str) -> list[tuple[str, Any]]:
+    """(pointer, value) for what the schema object `node` at `path` holds that may hold schemas:
+    data (enum, const, required, ...) is left out, and a name map (properties, $defs, ...) gives
+    its members, so a property named `enum` is walked like any other."""
+    out = []
+    for key, value in node.items():
+        if key in DATA_KEYWORDS:
+            continue
+        if key in NAME_MAPS and isinstance(value, dict):
+            out.extend((pointer(path, key, name), schema) for name, schema in value.items())
+        else:
+            out.append((pointer(path, key), value))
+    return out
 
 
 def _needs_bundling(schema: dict) -> bool:

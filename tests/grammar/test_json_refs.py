@@ -113,6 +113,31 @@ def test_documents_named_relative_to_the_id_or_by_bare_name_and_cycles():
             assert _accepts(compile_json_schema(schema, BYTES, backend=backend), value) is valid, (backend, schema, value)
 
 
+def test_a_property_named_like_a_value_keyword_has_its_references_rewritten():
+    # the copied document's property "enum" (and "default") holds a local $ref: it means the copy's
+    # own definitions, not the root's (the root defines "word" otherwise, so a miss shows)
+    register_schema("https://example.org/defs/names.json", {
+        "type": "object", "properties": {"enum": {"$ref": "#/definitions/word"}, "default": {"$ref": "#/definitions/word"}},
+        "required": ["enum"], "additionalProperties": False, "definitions": {"word": {"enum": ["on", "off"]}}})
+    schema = {"$id": "https://example.org/root.json", "$ref": "defs/names.json", "definitions": {"word": {"type": "integer"}}}
+    bundled = bundle(schema)
+    copied = next(iter(bundled["$defs"].values()))
+    assert copied["properties"]["enum"]["$ref"] == copied["properties"]["default"]["$ref"] != "#/definitions/word"
+    from referencing import Registry
+    from referencing.jsonschema import DRAFT202012
+
+    from constrained_spec.grammar.json_refs import registered_schema
+
+    oracle = Registry().with_resources([("https://example.org/defs/names.json",
+                                         DRAFT202012.create_resource(registered_schema("https://example.org/defs/names.json")))])
+    validator = jsonschema.Draft202012Validator(schema, registry=oracle)
+    for value, valid in [({"enum": "on"}, True), ({"enum": "off", "default": "on"}, True), ({"enum": 3}, False),
+                         ({"enum": "on", "default": 1}, False), ({"default": "on"}, False)]:
+        assert validator.is_valid(value) is valid, value
+        for backend in ("default", "native"):
+            assert _accepts(compile_json_schema(schema, BYTES, backend=backend), value) is valid, (backend, value)
+
+
 def test_a_document_that_is_not_available_is_refused_by_name():
     schema = {"type": "object", "properties": {"a": {"$ref": "https://example.org/nowhere.json#/$defs/a"}}}
     for backend in ("default", "native"):

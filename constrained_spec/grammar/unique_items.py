@@ -402,6 +402,7 @@ class UniqueItemsMatcher:
         self._inner = inner
         self._states = states  # one per accepted token, after it; [0] = the start
         self._text = text  # the output bytes so far
+        self._host_of: tuple = (None, None)  # (the last CPU bitmask filled, its uint32 numpy view)
 
     @property
     def vocab_size(self) -> int:
@@ -600,21 +601,26 @@ class UniqueItemsMatcher:
         state = self._states[-1]
         if not any(f.unique for f in state.stack):
             return
-        target = bitmask[row]
-        host = target if target.device.type == "cpu" else target.cpu()
-        words = host.numpy().view(np.uint32)  # [ceil(V/32)]; shares memory with `host`
-        had_any = bool(words.any())
-        closing = self._string_item_closing(state)
+        if bitmask is self._host_of[0]:  # callers reuse one bitmask: torch views cost ~10 us a mask
+            host, words = bitmask, self._host_of[1][row]
+        else:
+            host = bitmask if bitmask.device.type == "cpu" else bitmask.cpu()
+            table = host.numpy().view(np.uint32)  # [rows, ceil(V/32)]; shares memory with `host`
+            if host is bitmask:
+                self._host_of = (bitmask, table)
+            words = table[row]
+        closing, cleared = self._string_item_closing(state), False
         for token_id in self._candidates(state, words):
             verdict = None if closing is None else _closes_a_repeat(closing, self._bytes(token_id))
             if verdict is None:
                 verdict = self._blocked(state, self._text, token_id, self._inner)
             if verdict:
                 clear_token(words, token_id)
-        if had_any and not words.any():
+                cleared = True
+        if cleared and not words.any():  # it held the cleared tokens: everything allowed was a repeat
             raise GrammarError("uniqueItems: every continuation the schema allows here repeats an earlier item of the array")
-        if host is not target:
-            target.copy_(host)
+        if host is not bitmask:
+            bitmask[row].copy_(host[row])
 
     def accept_token(self, token_id: int) -> None:
         token_id = int(token_id)

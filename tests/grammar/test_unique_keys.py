@@ -58,6 +58,28 @@ def test_escaped_spelling_is_the_same_key_and_nested_objects_are_separate(setup)
     assert ids['"'] in allowed(fork, vocab)
 
 
+def test_a_token_closing_a_key_after_an_escape_is_checked():
+    """A token `\\u0062"` closes the key `a` + `\\u0062` = `ab`, used before: the fast path inside a
+    key checks such tokens (a backslash before their first unescaped quote) and masks alike with
+    the general path; `\\"` (an escaped quote) closes nothing and stays allowed."""
+    from constrained_spec.grammar.unique_keys import UniqueKeysMatcher
+
+    tokens = ("<eos>", "{", "}", '"', ":", ",", "1", "a", "b", '\\u0062"', '\\"')
+    vocab = toy_vocabulary(tokens)
+    ids = {t: i for i, t in enumerate(tokens)}
+    m = compile(json_object=True, vocab=vocab).matcher()
+    feed(m, ids, ["{", '"', "a", "b", '"', ":", "1", ",", '"', "a"])  # {"ab":1,"a
+    fast = allowed(m, vocab)
+    assert ids['\\u0062"'] not in fast  # would close the key ab again
+    assert ids['\\"'] in fast and ids["a"] in fast  # the key goes on: a" or aa
+    general = UniqueKeysMatcher._mask_key_ends
+    try:
+        UniqueKeysMatcher._mask_key_ends = lambda *args: False
+        assert allowed(m, vocab) == fast
+    finally:
+        UniqueKeysMatcher._mask_key_ends = general
+
+
 def test_random_walks_never_repeat_a_key(setup):
     vocab, grammar, _ = setup
     rng = random.Random(0)

@@ -111,6 +111,17 @@ def decode_key(raw: bytes) -> str:
         return raw.decode("utf-8", "replace")
 
 
+@lru_cache(maxsize=4096)
+def _strings_in(data: bytes, in_string: bool) -> tuple[str, ...] | None:
+    """The strings `data` writes whole (between an opening and a closing `"`), read from inside a
+    string or outside one with no escape open; None where it holds a backslash (escapes shift the
+    quotes: the byte-by-byte tracker decides). A key it closes is one of these."""
+    if b"\\" in data:
+        return None
+    parts = data.split(b'"')
+    return tuple(part.decode("utf-8", "replace") for part in parts[2 if in_string else 1 : len(parts) - 1 : 2])
+
+
 @lru_cache(maxsize=8)
 def _escaped_closers(vocab: Vocabulary) -> list[int]:
     """The tokens that, read inside a key with no escape open, close it after an escape (a
@@ -301,8 +312,13 @@ class UniqueKeysMatcher:
         token_bytes, plain = self._grammar.vocab.token_bytes, self._grammar.plain_escapes
         if key is not None and b"\\" not in key and self._mask_key_ends(stack[-1][0], key, words, state):
             return  # inside a key: only the tokens that complete an earlier key, found by their bytes
+        plain_start = key is None and state[2] is False  # no key and no escape open: strings start at known quotes
         for token_id in closers.allowed_in(words):
-            if _advance(state, token_bytes[token_id], plain) is _DUPLICATE:
+            data = token_bytes[token_id]
+            if plain_start and (strings := _strings_in(data, bool(in_string))) is not None and not any(
+                    text in frame[0] for frame in stack if frame is not None for text in strings):
+                continue  # none of the strings it writes is a key used anywhere on the stack
+            if _advance(state, data, plain) is _DUPLICATE:
                 clear_token(words, token_id)
 
     def _mask_key_ends(self, keys: frozenset, typed: bytes, words: np.ndarray, state: State) -> bool:

@@ -9,8 +9,11 @@ Regex fragments use only syntax that both Rust's regex crate and Python's `re` r
 
 from __future__ import annotations
 
+import functools
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .protocol import GrammarError
 from .regex_backend import regex_escape
@@ -28,6 +31,29 @@ MAX_LARK_ALTERNATIVES = 20_000
 # 1,097 took 6 s, 3,659 10 s, 4,608 62 s): past this total the grammar is refused, quickly.
 MAX_LARK_TOTAL_ALTERNATIVES = 4_096
 BESIDE_SPLIT_ALTERNATIVES = 64  # an option beside recursive ones is split member by member up to this many
+AROUND_RECURSION_ALTERNATIVES = 512  # and a recursive option's members (before, it was one terminal: no choice)
+
+
+def _per_lark_call(seen_at: int | None = None) -> Callable:
+    """Memoize a Grammar method of (node, ...) for the length of one `to_lark` call (the counts
+    and tests nest: each option's count asks for its members', theirs for their options'...),
+    by node identity (the node is kept, so its id is not reused); calls given a non-empty
+    `seen` (argument `seen_at`) are not memoized."""
+    def wrap(method: Callable) -> Callable:
+        @functools.wraps(method)
+        def memoized(self: "Grammar", node: "Node", *args: Any) -> Any:
+            memo = self.__dict__.get("_memo")
+            if memo is None or (seen_at is not None and len(args) > seen_at and args[seen_at]):
+                return method(self, node, *args)
+            key = (method.__name__, id(node))
+            hit = memo.get(key)
+            if hit is not None and hit[0] is node:
+                return hit[1]
+            value = method(self, node, *args)
+            memo[key] = (node, value)
+            return value
+        return memoized
+    return wrap
 
 
 class Node:
@@ -175,6 +201,13 @@ class Grammar:
         return cyclic
 
     def to_lark(self) -> str:
+        self._memo: dict = {}
+        try:
+            return self._to_lark()
+        finally:
+            del self._memo
+
+    def _to_lark(self) -> str:
         cyclic = self.cyclic_names()
         rules = {"start": self._lark(self.root, cyclic)}
         for name in sorted(cyclic):
@@ -191,6 +224,7 @@ class Grammar:
                                   f"{MAX_LARK_TOTAL_ALTERNATIVES:,}): too many optional members around recursive values")
         return "\n".join(f"{name}: {body}" for name, body in rules.items()) + "\n"
 
+    @_per_lark_call()
     def _lark_alternatives(self, node: Node, cyclic: set[str]) -> int:
         """How many alternatives Lark makes of the text `_lark(node)` writes (inside its rule;
         a starred item becomes a rule of its own, checked here too)."""
@@ -207,8 +241,7 @@ class Grammar:
         if isinstance(node, Alt):
             options = [o for o in node.options if o != EMPTY]
             beside = any(self._has_cycle_ref(o, cyclic) for o in options)  # written by _lark_beside_split
-            counts = [split[1] if beside and (split := self._split_items(o, cyclic)) is not None else self._lark_alternatives(o, cyclic)
-                      for o in options]
+            counts = [self._beside_alternatives(o, cyclic) if beside else self._lark_alternatives(o, cyclic) for o in options]
             return min(sum(counts) + (len(options) < len(node.options)), MAX_LARK_ALTERNATIVES + 1)
         if isinstance(node, Rep):
             item = self._lark_alternatives(node.item, cyclic)
@@ -219,6 +252,7 @@ class Grammar:
             return min(item ** node.min * sum(item**k for k in range(node.max - node.min + 1)), MAX_LARK_ALTERNATIVES + 1)
         return 1  # EMPTY
 
+    @_per_lark_call(seen_at=1)
     def _has_cycle_ref(self, node: Node, cyclic: set[str], seen: frozenset[str] = frozenset()) -> bool:
         if isinstance(node, Ref):
             if node.name in cyclic:
@@ -227,6 +261,7 @@ class Grammar:
         children = node.items if isinstance(node, Seq) else node.options if isinstance(node, Alt) else (node.item,) if isinstance(node, Rep) else ()
         return any(self._has_cycle_ref(c, cyclic, seen) for c in children)
 
+    @_per_lark_call(seen_at=0)
     def nullable(self, node: Node, seen: frozenset[str] = frozenset()) -> bool:
         """Can `node` match the empty string? (Lark terminals must not.)"""
         if isinstance(node, Lit):
@@ -279,19 +314,15 @@ class Grammar:
         `}` a terminal or an optional group of its own), or where that would make too many
         alternatives, at its leading literals. Merged into one terminal, `"type":"panel"...}`
         outran a sibling's `"type"` and died at `"type":"c`, past where our lexer can go back:
-        `{"type":"command"}` was refused."""
+        `{"type":"command"}` was refused. So are the members around a recursive one (a
+        `contains` member beside optional ones): merged, `"kind":"app",` outran a sibling
+        option's `"kind"` and `{"kind":"app"}` was refused."""
         split = self._split_items(node, cyclic)
+        if split is None:
+            split = self._split_around_recursion(node, cyclic)
         if split is not None:
-            return "(" + " ".join(self._lark(item, cyclic) for item in split[0]) + ")"
+            return "(" + " ".join(self._lark_member(item, cyclic) for item in split[0]) + ")"
         items = self._flat_items(node)
-        first = items[0] if items else None
-        if len(items) > 1 and isinstance(first, Rep) and (first.min, first.max) == (0, 1):
-            # a leading optional member of literals (`("kind":"app",)?` before a recursive one) is
-            # split too: merged, it outran a sibling option's `"kind"` (`{"kind":"app"}` refused)
-            inner = self._flat_items(first.item)
-            if inner and all(isinstance(i, Lit) for i in inner):
-                lits = " ".join(_lark_regex(regex_escape(i.text)) for i in inner)
-                return f"(({lits})? {self._lark_beside_split(seq(*items[1:]), cyclic)})"
         if self._has_cycle_ref(node, cyclic) or self.nullable(node):
             return self._lark(node, cyclic)
         rest = items
@@ -301,6 +332,70 @@ class Grammar:
         if not lead or (rest and self.nullable(seq(*rest))):  # a nullable rest would add alternatives: kept whole
             return self._lark(node, cyclic)
         return "(" + " ".join(lead + ([self._lark(seq(*rest), cyclic)] if rest else [])) + ")"
+
+    def _split_around_recursion(self, node: Node, cyclic: set[str]) -> tuple[list[Node], int] | None:
+        """A recursive option's top-level items, written member by member where that makes at most
+        AROUND_RECURSION_ALTERNATIVES alternatives (with the alternatives), else None."""
+        items = self._flat_items(node)
+        if len(items) < 2 or not self._has_cycle_ref(node, cyclic):
+            return None
+        count = 1
+        for item in items:
+            count *= self._member_alternatives(item, cyclic)
+            if count > AROUND_RECURSION_ALTERNATIVES:
+                return None
+        return items, count
+
+    def _lark_member(self, item: Node, cyclic: set[str]) -> str:
+        """One top-level item of a split option, as a sibling option holding the same members
+        writes them: an alternation of member sequences option by option, an optional group
+        item by item (merged, `("orientation":"any",)?"name":..` outran a sibling's `"orientation"`)."""
+        if self._split_members(item, cyclic):
+            return self._lark_split_options(item, cyclic)
+        inner = self._optional_group(item, cyclic)
+        if inner is not None:
+            return "(" + " ".join(self._lark_member(i, cyclic) for i in inner) + ")?"
+        return self._lark(item, cyclic)
+
+    @_per_lark_call()
+    def _member_alternatives(self, item: Node, cyclic: set[str]) -> int:
+        """How many alternatives Lark makes of what `_lark_member(item)` writes."""
+        if self._split_members(item, cyclic):
+            return min(sum(self._beside_alternatives(o, cyclic) for o in item.options), MAX_LARK_ALTERNATIVES + 1)
+        inner = self._optional_group(item, cyclic)
+        if inner is not None:
+            ways = 1
+            for i in inner:
+                ways = min(ways * self._member_alternatives(i, cyclic), MAX_LARK_ALTERNATIVES + 1)
+            return ways + 1
+        return self._lark_alternatives(item, cyclic)
+
+    def _split_members(self, item: Node, cyclic: set[str]) -> bool:
+        """Whether `_lark_member` writes the alternation `item` option by option: where some option
+        is a sequence of members (`("orientation":..,)?"name":..` | `"orientation":..`), written
+        whole, its longer way outran the shorter one's end; an alternation of single values
+        (`"any"|"landscape"`) stays one terminal."""
+        return (isinstance(item, Alt) and not self._has_cycle_ref(item, cyclic) and not self.nullable(item)
+                and any(len(self._flat_items(o)) > 1 for o in item.options))
+
+    def _optional_group(self, item: Node, cyclic: set[str]) -> list[Node] | None:
+        """The items of `item` where it is an optional group of several, not recursive, else None."""
+        if not isinstance(item, Rep) or (item.min, item.max) != (0, 1) or self._has_cycle_ref(item, cyclic):
+            return None
+        inner = self._flat_items(item.item)
+        return inner if len(inner) > 1 else None
+
+    def _lark_split_options(self, node: Alt, cyclic: set[str]) -> str:
+        """An alternation with each option split as `_lark_beside_split` writes it (an atom)."""
+        options = [o for o in node.options if o != EMPTY]
+        body = "(" + " | ".join(self._lark_beside_split(o, cyclic) for o in options) + ")"
+        return body + "?" if len(options) < len(node.options) else body
+
+    @_per_lark_call()
+    def _beside_alternatives(self, node: Node, cyclic: set[str]) -> int:
+        """How many alternatives Lark makes of what `_lark_beside_split(node)` writes."""
+        split = self._split_items(node, cyclic) or self._split_around_recursion(node, cyclic)
+        return split[1] if split is not None else self._lark_alternatives(node, cyclic)
 
     def _flat_items(self, node: Node) -> list[Node]:
         items, todo = [], list(node.items) if isinstance(node, Seq) else [node]
@@ -320,7 +415,7 @@ class Grammar:
         items = self._flat_items(node)
         count = 1
         for item in items:
-            count *= self._lark_alternatives(item, cyclic)
+            count *= self._member_alternatives(item, cyclic)
             if count > BESIDE_SPLIT_ALTERNATIVES:
                 return None
         return (items, count) if len(items) > 1 else None

@@ -77,6 +77,20 @@ CASES = [
     # terminals as the member written alone (merged, `"kind":"app",` outran `"kind"`)
     ("optional-literal-member-before-a-recursive-one", {"type": "object", "properties": {"kind": {"const": "app"}, "tags": {"type": "array", "contains": {"const": "x"}}}},
      [{"kind": "app"}, {"tags": ["x"]}, {"kind": "app", "tags": ["y", "x"]}, {}], [{"kind": "web"}, {"tags": ["y"]}, {"kind": "app", "tags": []}]),
+    # ... and members before a recursive one that are an alternation of member sequences, or an
+    # object of optional members: written whole they outran a sibling option's split members
+    # (`{"kind":"app"}`, `{"orientation":"any","kind":"app"}`, `{"x":{"k":"v"}}` were refused)
+    ("optional-member-alternatives-before-a-recursive-one", {"type": "object", "properties": {
+        "orientation": {"oneOf": [{"const": "any"}, {"const": "landscape"}]}, "name": {"type": "string"},
+        "kind": {"const": "app"}, "tags": {"type": "array", "contains": {"const": "x"}}}},
+     [{"kind": "app"}, {"orientation": "any", "kind": "app"}, {"name": "a", "kind": "app"}, {"orientation": "any", "tags": ["x"]},
+      {"orientation": "landscape", "name": "b", "kind": "app", "tags": ["y", "x"]}, {}],
+     [{"kind": "web"}, {"orientation": "up", "kind": "app"}, {"name": "a", "tags": ["y"]}, {"orientation": "any", "kind": "app", "tags": []}]),
+    ("optional-object-member-before-a-recursive-one", {"type": "object", "properties": {
+        "x": {"type": "object", "properties": {"k": {"const": "v"}, "n": {"type": "number"}}},
+        "tags": {"type": "array", "contains": {"type": "integer"}}, "z": {"const": 1}}},
+     [{"x": {"k": "v"}}, {"x": {"n": 1}}, {"x": {"k": "v", "n": 2}, "z": 1}, {"x": {}, "tags": [1]}, {"z": 1}],
+     [{"x": {"k": "w"}}, {"x": {"n": 1}, "z": 2}, {"x": {"k": "v"}, "tags": ["a"]}]),
     ("multipleOf-integer", {"type": "integer", "multipleOf": 5}, [0, 5, -10, 1235], [1, 12, -3]),
     ("multipleOf-bounded", {"type": "integer", "multipleOf": 3, "minimum": 0, "maximum": 20}, [0, 3, 18], [1, 21, -3]),
     # a 13-digit bound: the digit ranges split in two at every digit before (a 212 KB regex)
@@ -436,6 +450,52 @@ def test_generated_recursive_unions_never_accept_an_invalid_instance():
                     assert got, f"{json.dumps(schema)}: refuses {text}"  # discriminator first, declared order
                     accepted_first += 1
     assert accepted_first == 240
+
+
+def test_generated_members_beside_a_recursive_one_match_jsonschema():
+    """Generated differential (seeded, 30 object schemas, native compiler, byte vocabulary): 2-4
+    optional members (a const, an enum, a string, an integer, an object of optional members)
+    beside a recursive one (`contains`: items of any JSON), instances of every subset of the
+    members with valid and invalid values, in declared order: the matcher accepts exactly what
+    jsonschema calls valid. The Lark path writes members around a recursive one as separate
+    terminals; merged, some refused valid objects (`{"kind":"app"}`)."""
+    import itertools
+    import random
+
+    rng = random.Random(11)
+    pool = {
+        "const": ({"const": "app"}, ["app"], ["web"]),
+        "enum": ({"enum": ["any", "landscape"]}, ["any", "landscape"], ["up"]),
+        "string": ({"type": "string"}, ["s"], [1]),
+        "integer": ({"type": "integer"}, [3], ["z"]),
+        "object": ({"type": "object", "properties": {"k": {"const": "v"}, "n": {"type": "number"}}},
+                   [{"k": "v"}, {"n": 1}, {"k": "v", "n": 2}, {}], [{"k": "w"}]),
+    }
+    names = ["kind", "k", "kinds", "name", "x", "orientation", "o"]
+    checked = accepted = 0
+    for _ in range(30):
+        chosen = rng.sample(names, rng.randint(2, 4))
+        members = {name: pool[rng.choice(list(pool))] for name in chosen}
+        properties = {name: kind[0] for name, kind in members.items()}
+        recursive = rng.choice(["tags", "kinds2", "a"])
+        properties[recursive] = {"type": "array", "contains": {"const": "x"}}
+        members[recursive] = (None, [["x"], ["y", "x"]], [["y"]])
+        order = list(properties)
+        rng.shuffle(order)  # the recursive member anywhere among the others
+        schema = {"type": "object", "properties": {name: properties[name] for name in order}}
+        compiled = compile_json_schema(schema, BYTES, closed_objects=False, backend="native")
+        for size in range(len(order) + 1):
+            for subset in itertools.combinations(order, size):
+                for values in itertools.product(*[[(v, True) for v in members[n][1][:2]] + [(members[n][2][0], False)] for n in subset]):
+                    if sum(not ok for _, ok in values) > 1:
+                        continue
+                    text = json.dumps(dict(zip(subset, [v for v, _ in values])), separators=(",", ":"))
+                    valid = _valid(schema, text)
+                    assert valid == all(ok for _, ok in values), text
+                    assert _walk(compiled, schema, text) == valid, f"{json.dumps(schema)}: {'refuses' if valid else 'accepts'} {text}"
+                    checked += 1
+                    accepted += valid
+    assert checked > 1000 and accepted > 500
 
 
 def test_overlapping_oneOf_work_is_bounded(monkeypatch):

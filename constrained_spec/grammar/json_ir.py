@@ -201,13 +201,20 @@ class Grammar:
         return cyclic
 
     def to_lark(self) -> str:
-        self._memo: dict = {}
         try:
-            return self._to_lark()
-        finally:
-            del self._memo
+            return self._to_lark(AROUND_RECURSION_ALTERNATIVES)
+        except GrammarTooLarge:  # members around recursion merged again: fewer alternatives
+            return self._to_lark(0)
 
-    def _to_lark(self) -> str:
+    def _to_lark(self, around: int) -> str:
+        self._memo: dict = {}
+        self._around = around
+        try:
+            return self._lark_rules()
+        finally:
+            del self._memo, self._around
+
+    def _lark_rules(self) -> str:
         cyclic = self.cyclic_names()
         rules = {"start": self._lark(self.root, cyclic)}
         for name in sorted(cyclic):
@@ -323,6 +330,10 @@ class Grammar:
         if split is not None:
             return "(" + " ".join(self._lark_member(item, cyclic) for item in split[0]) + ")"
         items = self._flat_items(node)
+        lits = self._leading_literals_group(items)
+        if lits is not None:  # at least a leading optional member of literals: `("kind":"app",)?`
+            written = " ".join(_lark_regex(regex_escape(i.text)) for i in lits)
+            return f"(({written})? {self._lark_beside_split(seq(*items[1:]), cyclic)})"
         if self._has_cycle_ref(node, cyclic) or self.nullable(node):
             return self._lark(node, cyclic)
         rest = items
@@ -335,16 +346,25 @@ class Grammar:
 
     def _split_around_recursion(self, node: Node, cyclic: set[str]) -> tuple[list[Node], int] | None:
         """A recursive option's top-level items, written member by member where that makes at most
-        AROUND_RECURSION_ALTERNATIVES alternatives (with the alternatives), else None."""
+        AROUND_RECURSION_ALTERNATIVES alternatives (with the alternatives), else None; none where the
+        whole grammar would then pass Lark's limits (`to_lark` writes it again without)."""
         items = self._flat_items(node)
         if len(items) < 2 or not self._has_cycle_ref(node, cyclic):
             return None
         count = 1
         for item in items:
             count *= self._member_alternatives(item, cyclic)
-            if count > AROUND_RECURSION_ALTERNATIVES:
+            if count > self.__dict__.get("_around", 0):
                 return None
         return items, count
+
+    def _leading_literals_group(self, items: list[Node]) -> list[Lit] | None:
+        """The literals of a leading optional group of literals followed by more items, or None."""
+        first = items[0] if len(items) > 1 else None
+        if not isinstance(first, Rep) or (first.min, first.max) != (0, 1):
+            return None
+        inner = self._flat_items(first.item)
+        return inner if inner and all(isinstance(i, Lit) for i in inner) else None
 
     def _lark_member(self, item: Node, cyclic: set[str]) -> str:
         """One top-level item of a split option, as a sibling option holding the same members
@@ -395,7 +415,12 @@ class Grammar:
     def _beside_alternatives(self, node: Node, cyclic: set[str]) -> int:
         """How many alternatives Lark makes of what `_lark_beside_split(node)` writes."""
         split = self._split_items(node, cyclic) or self._split_around_recursion(node, cyclic)
-        return split[1] if split is not None else self._lark_alternatives(node, cyclic)
+        if split is not None:
+            return split[1]
+        items = self._flat_items(node)
+        if self._leading_literals_group(items) is not None:
+            return min(2 * self._beside_alternatives(seq(*items[1:]), cyclic), MAX_LARK_ALTERNATIVES + 1)
+        return self._lark_alternatives(node, cyclic)
 
     def _flat_items(self, node: Node) -> list[Node]:
         items, todo = [], list(node.items) if isinstance(node, Seq) else [node]

@@ -640,6 +640,30 @@ def test_lark_expansion_refused_by_name():
         compile_json_schema(big, BYTES, backend="native")
 
 
+def test_members_around_recursion_merged_again_within_lark_limits(monkeypatch):
+    """Written member by member, an object's members around a recursive one make more Lark
+    alternatives (here 51 against 27 merged); where that passes Lark's total, the grammar is
+    written merged as before instead of refused (SchemaStore's lintstagedrc: 5,149 > 4,096)."""
+    from constrained_spec.grammar import json_ir
+
+    schema = {"type": "object", "properties": {"orientation": {"enum": ["any", "landscape"]}, "name": {"type": "string"},
+                                               "kind": {"const": "app"}, "tags": {"type": "array", "contains": {"const": "x"}}}}
+    split = schema_to_grammar(schema, "compact", False, False, []).to_lark()
+    monkeypatch.setattr(json_ir, "MAX_LARK_TOTAL_ALTERNATIVES", 40)
+    merged = schema_to_grammar(schema, "compact", False, False, []).to_lark()
+    assert merged != split
+    from constrained_spec.grammar.compiler import clear_cache
+
+    clear_cache()
+    compiled = compile_json_schema(schema, BYTES, closed_objects=False, backend="native")
+    assert _walk(compiled, schema, '{"tags":["y","x"]}') and _walk(compiled, schema, "{}")  # (merged: not every valid text)
+    assert not _walk(compiled, schema, '{"kind":"web"}') and not _walk(compiled, schema, '{"tags":["y"]}')
+    clear_cache()
+    monkeypatch.setattr(json_ir, "MAX_LARK_TOTAL_ALTERNATIVES", 20)
+    with pytest.raises(json_ir.GrammarTooLarge, match="limit 20"):
+        schema_to_grammar(schema, "compact", False, False, []).to_lark()
+
+
 def test_generated_object_oneofs_never_accept_invalid_objects():
     """Differential on generated inputs for the oneOf disjointness checks (`_Translator.apart`,
     including "a key one branch requires, the other forbids": a wrong "disjoint" makes oneOf an

@@ -455,7 +455,7 @@ def test_generated_recursive_unions_never_accept_an_invalid_instance():
 def test_generated_members_beside_a_recursive_one_match_jsonschema():
     """Generated differential (seeded, 30 object schemas, native compiler, byte vocabulary): 2-4
     optional members (a const, an enum, a string, an integer, an object of optional members)
-    beside a recursive one (`contains`: items of any JSON), instances of every subset of the
+    beside a recursive one (`contains`, or a free-form member: values of any JSON), instances of every subset of the
     members with valid and invalid values, in declared order: the matcher accepts exactly what
     jsonschema calls valid. The Lark path writes members around a recursive one as separate
     terminals; merged, some refused valid objects (`{"kind":"app"}`)."""
@@ -478,15 +478,19 @@ def test_generated_members_beside_a_recursive_one_match_jsonschema():
         members = {name: pool[rng.choice(list(pool))] for name in chosen}
         properties = {name: kind[0] for name, kind in members.items()}
         recursive = rng.choice(["tags", "kinds2", "a"])
-        properties[recursive] = {"type": "array", "contains": {"const": "x"}}
-        members[recursive] = (None, [["x"], ["y", "x"]], [["y"]])
+        if rng.random() < 0.5:
+            properties[recursive] = {"type": "array", "contains": {"const": "x"}}
+            members[recursive] = (None, [["x"], ["y", "x"]], [["y"]])
+        else:  # a free-form member: any JSON value (a recursive rule too)
+            properties[recursive] = {}
+            members[recursive] = (None, [{"a": [1]}, "s"], [])
         order = list(properties)
         rng.shuffle(order)  # the recursive member anywhere among the others
         schema = {"type": "object", "properties": {name: properties[name] for name in order}}
         compiled = compile_json_schema(schema, BYTES, closed_objects=False, backend="native")
         for size in range(len(order) + 1):
             for subset in itertools.combinations(order, size):
-                for values in itertools.product(*[[(v, True) for v in members[n][1][:2]] + [(members[n][2][0], False)] for n in subset]):
+                for values in itertools.product(*[[(v, True) for v in members[n][1][:2]] + [(v, False) for v in members[n][2][:1]] for n in subset]):
                     if sum(not ok for _, ok in values) > 1:
                         continue
                     text = json.dumps(dict(zip(subset, [v for v, _ in values])), separators=(",", ":"))

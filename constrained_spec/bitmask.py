@@ -12,6 +12,7 @@ import torch
 __all__ = [
     "bitmask_width",
     "clear_token",
+    "HostRows",
     "count_allowed",
     "TokenSet",
     "new_bitmask",
@@ -39,6 +40,34 @@ def clear_token(words: np.ndarray, token_id: int) -> None:
     """Remove `token_id` from the packed mask row `words` (uint32 numpy `[ceil(V/32)]`)."""
     word = token_id >> 5
     words[word] = words.item(word) & ~(1 << (token_id & 31))  # Python ints: a third faster than numpy scalars
+
+
+class HostRows:
+    """A bitmask's rows as uint32 numpy words `[ceil(V/32)]` for in-place edits on the host, the
+    view kept while callers pass the same CPU bitmask again (a fresh torch view costs ~10 us a
+    mask). A device bitmask is copied to the host each time: write the row back with `store`."""
+
+    __slots__ = ("_bitmask", "_table")
+
+    def __init__(self) -> None:
+        self._bitmask: torch.Tensor | None = None
+        self._table: np.ndarray | None = None  # [rows, ceil(V/32)] uint32, sharing memory with _bitmask
+
+    def words(self, bitmask: torch.Tensor, row: int) -> tuple[torch.Tensor, np.ndarray]:
+        """(the CPU tensor the words live in, the row's words)."""
+        if bitmask is self._bitmask:
+            return bitmask, self._table[row]
+        host = bitmask if bitmask.device.type == "cpu" else bitmask.cpu()
+        table = host.numpy().view(np.uint32)
+        if host is bitmask:
+            self._bitmask, self._table = bitmask, table
+        return host, table[row]
+
+    @staticmethod
+    def store(bitmask: torch.Tensor, host: torch.Tensor, row: int) -> None:
+        """Write the edited row back where `words` gave a host copy of a device bitmask."""
+        if host is not bitmask:
+            bitmask[row].copy_(host[row])
 
 
 class TokenSet:

@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from ..bitmask import TokenSet, clear_token, count_allowed, new_bitmask
+from ..bitmask import HostRows, TokenSet, clear_token, count_allowed, new_bitmask
 from .json_merge import VALIDATION
 from .protocol import CompiledGrammar, GrammarError, GrammarMatcher
 from .unique_keys import decode_key
@@ -402,7 +402,7 @@ class UniqueItemsMatcher:
         self._inner = inner
         self._states = states  # one per accepted token, after it; [0] = the start
         self._text = text  # the output bytes so far
-        self._host_of: tuple = (None, None)  # (the last CPU bitmask filled, its uint32 numpy view)
+        self._host = HostRows()  # the caller's bitmask as numpy words, kept while it is reused
 
     @property
     def vocab_size(self) -> int:
@@ -601,14 +601,7 @@ class UniqueItemsMatcher:
         state = self._states[-1]
         if not any(f.unique for f in state.stack):
             return
-        if bitmask is self._host_of[0]:  # callers reuse one bitmask: torch views cost ~10 us a mask
-            host, words = bitmask, self._host_of[1][row]
-        else:
-            host = bitmask if bitmask.device.type == "cpu" else bitmask.cpu()
-            table = host.numpy().view(np.uint32)  # [rows, ceil(V/32)]; shares memory with `host`
-            if host is bitmask:
-                self._host_of = (bitmask, table)
-            words = table[row]
+        host, words = self._host.words(bitmask, row)  # [ceil(V/32)] uint32
         closing, cleared = self._string_item_closing(state), False
         for token_id in self._candidates(state, words):
             verdict = None if closing is None else _closes_a_repeat(closing, self._bytes(token_id))
@@ -619,8 +612,7 @@ class UniqueItemsMatcher:
                 cleared = True
         if cleared and not words.any():  # it held the cleared tokens: everything allowed was a repeat
             raise GrammarError("uniqueItems: every continuation the schema allows here repeats an earlier item of the array")
-        if host is not bitmask:
-            bitmask[row].copy_(host[row])
+        HostRows.store(bitmask, host, row)
 
     def accept_token(self, token_id: int) -> None:
         token_id = int(token_id)

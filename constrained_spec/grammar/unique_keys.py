@@ -26,7 +26,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from ..bitmask import TokenSet, clear_token
+from ..bitmask import HostRows, TokenSet, clear_token
 from .finite_keys import dead_key_tokens, is_dead, key_prefix_tables, key_target
 from .protocol import CompiledGrammar, GrammarError, GrammarMatcher
 from .vocabulary import SortedTokens, Vocabulary, sorted_tokens
@@ -228,7 +228,7 @@ class UniqueKeysMatcher:
         self._grammar = grammar
         self._inner = inner
         self._states = states  # one per accepted token, after it; [0] = the start
-        self._host_of: tuple = (None, None)  # (the last CPU bitmask filled, its uint32 numpy view)
+        self._host = HostRows()  # the caller's bitmask as numpy words, kept while it is reused
         self._witnesses: dict = {}  # live keys found by finite_keys, checked again before a search
         # finite_keys' verdicts while one key is open: (the stack it was opened on, verdicts).
         # The stack object is rebuilt at every `{` and `,`, so the same object means the same key.
@@ -252,14 +252,7 @@ class UniqueKeysMatcher:
         escapes = key is not None and self._grammar.plain_escapes
         if not (repeats or escapes):
             return
-        if bitmask is self._host_of[0]:  # callers reuse one bitmask: torch views cost ~10 us a mask
-            host, words = bitmask, self._host_of[1][row]
-        else:
-            host = bitmask if bitmask.device.type == "cpu" else bitmask.cpu()
-            table = host.numpy().view(np.uint32)  # [rows, ceil(V/32)]; shares memory with `host`
-            if host is bitmask:
-                self._host_of = (bitmask, table)
-            words = table[row]
+        host, words = self._host.words(bitmask, row)  # [ceil(V/32)] uint32
         if escapes:
             self._mask_escapes(escaped, words, state)
         if repeats:
@@ -274,8 +267,7 @@ class UniqueKeysMatcher:
                                                 lambda s, data: _advance(s, data, plain), self._grammar._plain_in_key,
                                                 self._witnesses, self._grammar.finite_count, self._grammar.finite_names, memo):
                     clear_token(words, token_id)
-        if host is not bitmask:
-            bitmask[row].copy_(host[row])
+        HostRows.store(bitmask, host, row)
 
     def _mask_escapes(self, escaped: bool | bytes, words: np.ndarray, state: State) -> None:
         """Inside a key: clear the tokens that escape a character JSON does not need escaped."""

@@ -441,7 +441,7 @@ class Grammar:
         count = 1
         for item in items:
             count *= self._member_alternatives(item, cyclic)
-            if count > BESIDE_SPLIT_ALTERNATIVES:
+            if count > max(BESIDE_SPLIT_ALTERNATIVES, self.__dict__.get("_around", 0)):
                 return None
         return (items, count) if len(items) > 1 else None
 
@@ -467,7 +467,11 @@ def _separator_head(node: Node) -> "Seq | None":
     """`node` if it is a sequence that starts with a one-character separator literal followed by
     more. Such a sequence must not become one terminal: our lexer backtracks one byte at most, so
     after `[1` the merged ',"k":1' (an optional member of an enclosing object, in the same LALR
-    lookahead set) would swallow the array's ',' of `[1,"a"]` and die at `a`."""
+    lookahead set) would swallow the array's ',' of `[1,"a"]` and die at `a`. A repeat a fixed
+    number of times counts as that many copies (`(,"kind":..){1}` swallowed the ',' before a
+    sibling's `"kinds2"`)."""
+    if isinstance(node, Rep) and node.min == node.max and node.min >= 1:
+        node = seq(*[node.item] * node.min)
     if isinstance(node, Seq) and len(node.items) > 1:
         first = node.items[0]
         if isinstance(first, Lit) and first.text in _SEPARATORS:

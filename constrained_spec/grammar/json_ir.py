@@ -399,11 +399,12 @@ class Grammar:
                 and any(len(self._flat_items(o)) > 1 for o in item.options))
 
     def _optional_group(self, item: Node, cyclic: set[str]) -> list[Node] | None:
-        """The items of `item` where it is an optional group of several, not recursive, else None."""
+        """The items of `item` where it is an optional group, not recursive, of several items or of
+        an alternation of member sequences (an object's optional body), else None."""
         if not isinstance(item, Rep) or (item.min, item.max) != (0, 1) or self._has_cycle_ref(item, cyclic):
             return None
         inner = self._flat_items(item.item)
-        return inner if len(inner) > 1 else None
+        return inner if len(inner) > 1 or (inner and self._split_members(inner[0], cyclic)) else None
 
     def _lark_split_options(self, node: Alt, cyclic: set[str]) -> str:
         """An alternation with each option split as `_lark_beside_split` writes it (an atom)."""

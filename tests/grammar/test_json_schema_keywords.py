@@ -91,6 +91,15 @@ CASES = [
         "tags": {"type": "array", "contains": {"type": "integer"}}, "z": {"const": 1}}},
      [{"x": {"k": "v"}}, {"x": {"n": 1}}, {"x": {"k": "v", "n": 2}, "z": 1}, {"x": {}, "tags": [1]}, {"z": 1}],
      [{"x": {"k": "w"}}, {"x": {"n": 1}, "z": 2}, {"x": {"k": "v"}, "tags": ["a"]}]),
+    # a union beside a recursive branch: the other branch's optional body (an alternation of member
+    # sequences) is split option by option too (merged, `"kinds":"s"`'s terminal outran `"kinds"`)
+    ("optional-body-beside-a-recursive-branch", {"anyOf": [
+        {"type": "object", "properties": {"name": {"enum": ["any", "landscape"]}, "kinds": {"type": "array", "contains": {"const": "x"}},
+                                          "kind": {"type": "string"}}, "additionalProperties": False, "required": ["kinds"]},
+        {"type": "object", "properties": {"x": {"type": "integer"}, "kinds": {"type": "string"}, "name": {"type": "integer"}},
+         "additionalProperties": False}]},
+     [{"kinds": ["x"]}, {"name": "any", "kinds": ["x"]}, {"x": 3, "kinds": "s"}, {"kinds": "s", "name": 3}, {}],
+     [{"kinds": ["y"]}, {"x": "a"}, {"name": "any"}, {"kinds": "s", "name": "any"}]),
     ("multipleOf-integer", {"type": "integer", "multipleOf": 5}, [0, 5, -10, 1235], [1, 12, -3]),
     ("multipleOf-bounded", {"type": "integer", "multipleOf": 3, "minimum": 0, "maximum": 20}, [0, 3, 18], [1, 21, -3]),
     # a 13-digit bound: the digit ranges split in two at every digit before (a 212 KB regex)

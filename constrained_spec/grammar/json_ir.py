@@ -30,8 +30,11 @@ MAX_LARK_ALTERNATIVES = 20_000
 # Lark's LALR tables grow faster than the alternatives of all rules together (on the 2-core VM:
 # 1,097 took 6 s, 3,659 10 s, 4,608 62 s): past this total the grammar is refused, quickly.
 MAX_LARK_TOTAL_ALTERNATIVES = 4_096
-BESIDE_SPLIT_ALTERNATIVES = 64  # an option beside recursive ones is split member by member up to this many
-AROUND_RECURSION_ALTERNATIVES = 512  # and a recursive option's members (before, it was one terminal: no choice)
+# An option beside recursive ones, and a recursive option's own members, are written member by
+# member up to this many Lark alternatives an option; where the whole grammar would then pass the
+# limits above, `to_lark` writes it again with BESIDE_SPLIT_ALTERNATIVES and recursive options merged.
+AROUND_RECURSION_ALTERNATIVES = 512
+BESIDE_SPLIT_ALTERNATIVES = 64
 
 
 def _per_lark_call(seen_at: int | None = None) -> Callable:

@@ -28,7 +28,7 @@ import torch
 from ..bitmask import TokenSet, count_allowed, new_bitmask
 from .vocabulary import Vocabulary, sorted_tokens
 
-__all__ = ["KeyPrefixTables", "dead_key_tokens", "is_dead", "key_prefix_tables", "key_target"]
+__all__ = ["KeyPrefixTables", "dead_key_tokens", "extending", "is_dead", "key_prefix_tables", "key_target"]
 
 _MAX_DEPTH = 256  # bytes searched past a prefix; deeper counts as alive (the old behaviour)
 
@@ -104,7 +104,7 @@ def _continuing(keys: frozenset, names: frozenset | None, tables: KeyPrefixTable
     """Inside a key typed so far as `typed` (no escape): the tokens that stay on a used key
     that may dead-end (a prefix of its remaining bytes), without closing it."""
     ids = []
-    for raw in _extending(_raw_sorted(_finite_used(keys, names)), typed):
+    for raw in extending(_raw_sorted(_finite_used(keys, names)), typed):
         rest = raw[len(typed):]
         ids += [t for i in range(1, len(rest) + 1) if (t := tables.token_of.get(rest[:i])) is not None]
     return TokenSet(list(dict.fromkeys(ids)))
@@ -116,7 +116,7 @@ def _tails_on(keys: frozenset, tables: KeyPrefixTables) -> list[bytes]:
     raws = _raw_sorted(keys)
     if sum(len(r) + 1 for r in raws) < len(tables.by_tail):  # few keys: their prefixes
         return [p for p in {r[:i] for r in raws for i in range(len(r) + 1)} if p in tables.by_tail]
-    return [tail for tail in tables.by_tail if _extending(raws, tail)]
+    return [tail for tail in tables.by_tail if extending(raws, tail)]
 
 
 @lru_cache(maxsize=1024)
@@ -131,8 +131,8 @@ def _finite_used(keys: frozenset, names: frozenset[str] | None) -> frozenset:
     return keys if names is None or not keys else keys & names
 
 
-def _extending(raws: list[bytes], prefix: bytes) -> list[bytes]:
-    """The used keys (raw) that start with `prefix`."""
+def extending(raws: list[bytes], prefix: bytes) -> list[bytes]:
+    """The keys of `raws` (sorted bytes) that start with `prefix`: one bisection, then a scan."""
     at, out = bisect_left(raws, prefix), []
     while at < len(raws) and raws[at].startswith(prefix):
         out.append(raws[at])
@@ -202,7 +202,7 @@ def key_target(token_id: int, state: Any, tables: KeyPrefixTables, advance: Call
         if end[1] or not end[0][-1][1] or tables.quote < 0:
             return None
         return used, b"", (typed + data + b'"', len(end[0])), [token_id, tables.quote]
-    if not _extending(used, prefix):
+    if not extending(used, prefix):
         return None
     root = b"" if state[3] is not None and b'"' not in data else typed + data[: len(data) - len(prefix)]
     return used, prefix, (root, len(end[0])), [token_id]
@@ -251,7 +251,7 @@ def _witnessed(inner: Any, tables: KeyPrefixTables, lead: list[int], used: list[
     if witness is None:
         return False
     key, quote, _ = witness.partition(b'"')
-    if _has(used, key) if quote else bool(_extending(used, key)):
+    if _has(used, key) if quote else bool(extending(used, key)):
         return False
     steps = lead + [tables.single[b] for b in witness[len(prefix):]]
     return min(steps) >= 0 and inner.validate_tokens(steps) == len(steps)
@@ -265,7 +265,7 @@ def _guessed(inner: Any, tables: KeyPrefixTables, lead: list[int], used: list[by
     """Whether the wrapped matcher takes `lead` and then a whole key of `names` not used yet
     (one byte a token, its closing quote too): kept as the witness at this depth and prefix."""
     tries = 0
-    for raw in _extending(_raw_sorted(names), prefix):
+    for raw in extending(_raw_sorted(names), prefix):
         if _has(used, raw):
             continue
         steps = lead + [tables.single[b] for b in raw[len(prefix):]] + [tables.quote]
@@ -306,7 +306,7 @@ def _proven_now(words: np.ndarray, tables: KeyPrefixTables, data: bytes, prefix:
             continue
         segment, quote, _ = extra.partition(b'"')
         grown = prefix + segment
-        if not _has(used, grown) if quote else not _extending(used, grown):
+        if not _has(used, grown) if quote else not extending(used, grown):
             return True
     return False
 
@@ -323,7 +323,7 @@ def _alive(inner: Any, tables: KeyPrefixTables, used: list[bytes], prefix: bytes
 
 def _search(inner: Any, tables: KeyPrefixTables, used: list[bytes], prefix: bytes, depth: int,
             key_mask: np.ndarray | None, memo: dict, root: tuple) -> bool:
-    rests = [raw[len(prefix):] for raw in _extending(used, prefix)]
+    rests = [raw[len(prefix):] for raw in extending(used, prefix)]
     if not rests or depth >= _MAX_DEPTH:
         return True
     forced = inner.forced_bytes(64)  # one way on: follow it (far cheaper than a mask)
@@ -336,7 +336,7 @@ def _search(inner: Any, tables: KeyPrefixTables, used: list[bytes], prefix: byte
             verdict = not _has(used, grown)
         else:
             steps = [tables.single[b] for b in segment]
-            if not _extending(used, grown) or min(steps) < 0:
+            if not extending(used, grown) or min(steps) < 0:
                 return True
             for token_id in steps:
                 inner.accept_token(token_id)

@@ -328,8 +328,6 @@ class Grammar:
         `contains` member beside optional ones): merged, `"kind":"app",` outran a sibling
         option's `"kind"` and `{"kind":"app"}` was refused."""
         split = self._split_items(node, cyclic)
-        if split is None:
-            split = self._split_around_recursion(node, cyclic)
         if split is not None:
             return "(" + " ".join(self._lark_member(item, cyclic) for item in split[0]) + ")"
         items = self._flat_items(node)
@@ -346,20 +344,6 @@ class Grammar:
         if not lead or (rest and self.nullable(seq(*rest))):  # a nullable rest would add alternatives: kept whole
             return self._lark(node, cyclic)
         return "(" + " ".join(lead + ([self._lark(seq(*rest), cyclic)] if rest else [])) + ")"
-
-    def _split_around_recursion(self, node: Node, cyclic: set[str]) -> tuple[list[Node], int] | None:
-        """A recursive option's top-level items, written member by member where that makes at most
-        AROUND_RECURSION_ALTERNATIVES alternatives (with the alternatives), else None; none where the
-        whole grammar would then pass Lark's limits (`to_lark` writes it again without)."""
-        items = self._flat_items(node)
-        if len(items) < 2 or not self._has_cycle_ref(node, cyclic):
-            return None
-        count = 1
-        for item in items:
-            count *= self._member_alternatives(item, cyclic)
-            if count > self.__dict__.get("_around", 0):
-                return None
-        return items, count
 
     def _leading_literals_group(self, items: list[Node]) -> list[Lit] | None:
         """The literals of a leading optional group of literals followed by more items, or None."""
@@ -418,7 +402,7 @@ class Grammar:
     @_per_lark_call()
     def _beside_alternatives(self, node: Node, cyclic: set[str]) -> int:
         """How many alternatives Lark makes of what `_lark_beside_split(node)` writes."""
-        split = self._split_items(node, cyclic) or self._split_around_recursion(node, cyclic)
+        split = self._split_items(node, cyclic)
         if split is not None:
             return split[1]
         items = self._flat_items(node)
@@ -438,16 +422,23 @@ class Grammar:
 
     def _split_items(self, node: Node, cyclic: set[str]) -> tuple[list[Node], int] | None:
         """The top-level items `_lark_beside_split` writes one by one and the alternatives they
-        make, or None (kept whole, or over BESIDE_SPLIT_ALTERNATIVES: its leading literals only)."""
-        if self._has_cycle_ref(node, cyclic) or self.nullable(node):
+        make, or None: kept whole where it is nullable and not recursive, or past the budget
+        `to_lark` sets for an option (at least BESIDE_SPLIT_ALTERNATIVES where it is not
+        recursive; outside `to_lark`, a recursive option is never split)."""
+        recursive = self._has_cycle_ref(node, cyclic)
+        if not recursive and self.nullable(node):
             return None
         items = self._flat_items(node)
+        if len(items) < 2:
+            return None
+        around = self.__dict__.get("_around", 0)
+        budget = around if recursive else max(BESIDE_SPLIT_ALTERNATIVES, around)
         count = 1
         for item in items:
             count *= self._member_alternatives(item, cyclic)
-            if count > max(BESIDE_SPLIT_ALTERNATIVES, self.__dict__.get("_around", 0)):
+            if count > budget:
                 return None
-        return (items, count) if len(items) > 1 else None
+        return items, count
 
     def _lark_rep(self, node: Rep, cyclic: set[str]) -> str:
         # Expanded into ?, * and copies so any Lark engine reads it (no ~ ranges).

@@ -19,7 +19,6 @@ validators read the key `a`.
 from __future__ import annotations
 
 import json
-from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 
@@ -27,7 +26,7 @@ import numpy as np
 import torch
 
 from ..bitmask import HostRows, TokenSet, clear_token
-from .finite_keys import dead_key_tokens, is_dead, key_prefix_tables, key_target
+from .finite_keys import dead_key_tokens, extending, is_dead, key_prefix_tables, key_target
 from .protocol import CompiledGrammar, GrammarError, GrammarMatcher
 from .vocabulary import SortedTokens, Vocabulary, sorted_tokens
 
@@ -185,14 +184,11 @@ def _keys_raw(keys: frozenset) -> list[bytes]:
 def _closing_tokens(keys: frozenset, typed: bytes, tokens: SortedTokens) -> list[int] | None:
     """Inside a key typed so far as `typed` (no escape): the tokens that start with the rest of a
     key in `keys` and its closing quote. None where such a key needs escapes to be written."""
-    raws = _keys_raw(keys)
-    at, closing = bisect_left(raws, typed), []
-    while at < len(raws) and raws[at].startswith(typed):
-        raw = raws[at]
+    closing: list[int] = []
+    for raw in extending(_keys_raw(keys), typed):
         if any(c in raw for c in b'"\\') or min(raw, default=32) < 32:
             return None
         closing += tokens.starting_with(raw[len(typed):] + b'"')
-        at += 1
     return closing
 
 

@@ -9,9 +9,10 @@ Regex fragments use only syntax that both Rust's regex crate and Python's `re` r
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,21 +41,24 @@ BESIDE_SPLIT_ALTERNATIVES = 64
 def _per_lark_call(seen_at: int | None = None) -> Callable:
     """Memoize a Grammar method of (node, ...) for the length of one `to_lark` call (the counts
     and tests nest: each option's count asks for its members', theirs for their options'...),
-    by node identity (the node is kept, so its id is not reused); calls given a non-empty
-    `seen` (argument `seen_at`) are not memoized."""
+    by node identity (the node is kept, so its id is not reused) and whether optional bodies are
+    split (`_bodies`: the counts differ), keeping whether an option beneath was merged for its
+    budget (`_merged`, set again on every hit); calls given a non-empty `seen` (argument
+    `seen_at`) are not memoized."""
     def wrap(method: Callable) -> Callable:
         @functools.wraps(method)
         def memoized(self: "Grammar", node: "Node", *args: Any) -> Any:
             memo = self.__dict__.get("_memo")
             if memo is None or (seen_at is not None and len(args) > seen_at and args[seen_at]):
                 return method(self, node, *args)
-            key = (method.__name__, id(node))
+            key = (method.__name__, id(node), self.__dict__.get("_bodies"))
             hit = memo.get(key)
-            if hit is not None and hit[0] is node:
-                return hit[1]
-            value = method(self, node, *args)
-            memo[key] = (node, value)
-            return value
+            if hit is None or hit[0] is not node:
+                outer, self._merged = self._merged, False
+                hit = memo[key] = (node, method(self, node, *args), self._merged)
+                self._merged = outer
+            self._merged |= hit[2]
+            return hit[1]
         return memoized
     return wrap
 
@@ -212,10 +216,12 @@ class Grammar:
     def _to_lark(self, around: int) -> str:
         self._memo: dict = {}
         self._around = around
+        self._bodies: bool | str = "auto"
+        self._merged = False
         try:
             return self._lark_rules()
         finally:
-            del self._memo, self._around
+            del self._memo, self._around, self._bodies, self._merged
 
     def _lark_rules(self) -> str:
         cyclic = self.cyclic_names()
@@ -250,8 +256,11 @@ class Grammar:
             return count
         if isinstance(node, Alt):
             options = [o for o in node.options if o != EMPTY]
-            beside = any(self._has_cycle_ref(o, cyclic) for o in options)  # written by _lark_beside_split
-            counts = [self._beside_alternatives(o, cyclic) if beside else self._lark_alternatives(o, cyclic) for o in options]
+            if any(self._has_cycle_ref(o, cyclic) for o in options):  # written by _lark_beside_split
+                with self._bodies_for(options, cyclic):
+                    counts = [self._beside_alternatives(o, cyclic) for o in options]
+            else:
+                counts = [self._lark_alternatives(o, cyclic) for o in options]
             return min(sum(counts) + (len(options) < len(node.options)), MAX_LARK_ALTERNATIVES + 1)
         if isinstance(node, Rep):
             item = self._lark_alternatives(node.item, cyclic)
@@ -310,7 +319,8 @@ class Grammar:
         if isinstance(node, Alt):
             options = [o for o in node.options if o != EMPTY]
             if any(self._has_cycle_ref(o, cyclic) for o in options):
-                body = "(" + " | ".join(self._lark_beside_split(o, cyclic) for o in options) + ")"
+                with self._bodies_for(options, cyclic):
+                    body = "(" + " | ".join(self._lark_beside_split(o, cyclic) for o in options) + ")"
             else:
                 body = "(" + " | ".join(self._lark(o, cyclic) for o in options) + ")"
             return body + "?" if len(options) < len(node.options) else body
@@ -368,7 +378,8 @@ class Grammar:
     def _member_alternatives(self, item: Node, cyclic: set[str]) -> int:
         """How many alternatives Lark makes of what `_lark_member(item)` writes."""
         if self._split_members(item, cyclic):
-            return min(sum(self._beside_alternatives(o, cyclic) for o in item.options), MAX_LARK_ALTERNATIVES + 1)
+            with self._bodies_for(item.options, cyclic):
+                return min(sum(self._beside_alternatives(o, cyclic) for o in item.options), MAX_LARK_ALTERNATIVES + 1)
         inner = self._optional_group(item, cyclic)
         if inner is not None:
             ways = 1
@@ -386,17 +397,20 @@ class Grammar:
                 and any(len(self._flat_items(o)) > 1 for o in item.options))
 
     def _optional_group(self, item: Node, cyclic: set[str]) -> list[Node] | None:
-        """The items of `item` where it is an optional group, not recursive, of several items or of
-        an alternation of member sequences (an object's optional body), else None."""
+        """The items of `item` where it is an optional group, not recursive, of several items or,
+        where `_bodies` is set, of an alternation of member sequences (an object's optional
+        body), else None."""
         if not isinstance(item, Rep) or (item.min, item.max) != (0, 1) or self._has_cycle_ref(item, cyclic):
             return None
         inner = self._flat_items(item.item)
-        return inner if len(inner) > 1 or (inner and self._split_members(inner[0], cyclic)) else None
+        bodies = self.__dict__.get("_bodies") in (True, "auto")
+        return inner if len(inner) > 1 or (bodies and inner and self._split_members(inner[0], cyclic)) else None
 
     def _lark_split_options(self, node: Alt, cyclic: set[str]) -> str:
         """An alternation with each option split as `_lark_beside_split` writes it (an atom)."""
         options = [o for o in node.options if o != EMPTY]
-        body = "(" + " | ".join(self._lark_beside_split(o, cyclic) for o in options) + ")"
+        with self._bodies_for(options, cyclic):
+            body = "(" + " | ".join(self._lark_beside_split(o, cyclic) for o in options) + ")"
         return body + "?" if len(options) < len(node.options) else body
 
     @_per_lark_call()
@@ -437,8 +451,36 @@ class Grammar:
         for item in items:
             count *= self._member_alternatives(item, cyclic)
             if count > budget:
+                if "_merged" in self.__dict__:
+                    self._merged = True
                 return None
         return items, count
+
+    @contextlib.contextmanager
+    def _bodies_for(self, options: list[Node], cyclic: set[str]) -> Iterator[None]:
+        """Within an alternation written option by option: where no enclosing one has decided,
+        decide for it and everything inside whether optional bodies are split (`_bodies`), so
+        that a member is written the same way in every option (`"kinds":{` then a merged body in
+        one option and a split one in another: the merged terminal outran the split key)."""
+        outer = self.__dict__.get("_bodies")
+        if outer == "auto":
+            self._bodies = self._split_bodies(options, cyclic)
+        try:
+            yield
+        finally:
+            if outer is not None:
+                self._bodies = outer
+
+    def _split_bodies(self, options: list[Node], cyclic: set[str]) -> bool:
+        """Split optional bodies in these options unless some option, or one inside them, would
+        then pass its budget and be merged whole: a member whose value is an object of optional
+        members multiplies the alternatives by each of them, and merged whole, the members around
+        it outran a sibling's (`{"orientation":"app","kinds2":{}}` was refused)."""
+        outer, self._merged, self._bodies = self._merged, False, True
+        for option in options:
+            self._beside_alternatives(option, cyclic)
+        merged, self._merged = self._merged, outer
+        return not merged
 
     def _lark_rep(self, node: Rep, cyclic: set[str]) -> str:
         # Expanded into ?, * and copies so any Lark engine reads it (no ~ ranges).

@@ -15,7 +15,7 @@ from urllib.parse import unquote
 from .protocol import GrammarError
 
 __all__ = ["VALIDATION", "ANNOTATIONS", "STRUCTURAL", "clean", "merge", "pointer", "pointer_parts", "canonical", "enum_values",
-           "NAME_MAPS", "DATA_KEYWORDS", "LEFT_OUT", "keywords_mapped", "rebased_refs"]
+           "name_keywords", "listed_names", "NAME_MAPS", "DATA_KEYWORDS", "LEFT_OUT", "keywords_mapped", "rebased_refs"]
 
 # keywords that constrain instances (drafts 4 .. 2020-12)
 VALIDATION = frozenset({
@@ -259,6 +259,38 @@ def enum_values(s: Any) -> list | None:
             return []
         return [s["const"]]
     return values if isinstance(values, list) else None
+
+
+def name_keywords(names: dict, known_formats: Any) -> dict:
+    """A propertyNames schema's keywords that constrain names: annotations, `type: string` and a
+    format outside `known_formats` (it constrains nothing) left out."""
+    return {k: v for k, v in names.items() if k not in ANNOTATIONS and k not in STRUCTURAL
+            and not (k == "type" and v == "string") and not (k == "format" and v not in known_formats)}
+
+
+def listed_names(names: Any, deref: Callable[[Any], Any], known_formats: Any, depth: int = 0) -> list | None:
+    """The names a propertyNames schema admits where it lists them (an enum or const with no
+    other constraining keyword, or an anyOf of such, each through its references), else None.
+    An enum next to a length (`{"enum": ["a", "bb"], "maxLength": 1}`) lists nothing: read as
+    its enum, "bb" was admitted."""
+    try:
+        names = deref(names)
+    except (GrammarError, RecursionError):
+        return None
+    if not isinstance(names, dict) or depth > 8:
+        return None
+    kept = name_keywords(names, known_formats)
+    if set(kept) in ({"enum"}, {"const"}, {"enum", "const"}):
+        return enum_values(kept)
+    if set(kept) == {"anyOf"} and isinstance(kept["anyOf"], list) and kept["anyOf"]:
+        listed: list = []
+        for branch in kept["anyOf"]:
+            part = listed_names(branch, deref, known_formats, depth + 1)
+            if part is None:
+                return None
+            listed += [v for v in part if v not in listed]
+        return listed
+    return None
 
 
 def canonical_or_none(value: Any) -> str | None:

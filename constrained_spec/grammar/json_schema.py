@@ -22,7 +22,7 @@ from typing import Any
 
 from .byte_dfa import patterns_apart
 from .json_ir import ANY_JSON as _ANY, EMPTY, Grammar, Lit, Node, RecursiveGrammar, Ref, Rep, Rx, alt, opt, regex_size, seq
-from .json_merge import ANNOTATIONS, STRUCTURAL, at, canonical, clean, enum_values, merge, pointer, pointer_parts
+from .json_merge import ANNOTATIONS, STRUCTURAL, at, canonical, clean, enum_values, listed_names, merge, pointer, pointer_parts
 from .json_negation import APPLIES, NON_INTEGER_NUMBER, split, ways_to_fail
 from .json_objects import Slot, members_body
 from .json_terminals import (
@@ -1309,7 +1309,7 @@ def _forbids_key(schema: dict, name: str, deref: Any = None) -> bool:
     properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
     if name in properties and properties[name] is False:
         return True
-    listed = _listed_names(schema.get("propertyNames"), deref) if deref is not None and "propertyNames" in schema else None
+    listed = listed_names(schema.get("propertyNames"), deref, FORMATS) if deref is not None and "propertyNames" in schema else None
     if listed is not None and name not in listed:
         return True
     if name in properties:
@@ -1323,21 +1323,3 @@ def _forbids_key(schema: dict, name: str, deref: Any = None) -> bool:
         except (re.error, TypeError):
             return False  # a pattern Python cannot read may match
     return True
-
-
-def _listed_names(names: Any, deref: Any, depth: int = 0) -> list | None:
-    """The names a propertyNames schema lists (enum/const, an anyOf of those, through
-    references), or None where it does not list them."""
-    try:
-        names = deref(names)
-    except (GrammarError, RecursionError):
-        return None
-    if not isinstance(names, dict) or depth > 8:
-        return None
-    keywords = {k: v for k, v in names.items() if k not in ANNOTATIONS and k not in STRUCTURAL and not (k == "type" and v == "string")}
-    if set(keywords) in ({"enum"}, {"const"}, {"enum", "const"}):
-        return enum_values(keywords)
-    if set(keywords) == {"anyOf"} and isinstance(keywords["anyOf"], list):
-        parts = [_listed_names(branch, deref, depth + 1) for branch in keywords["anyOf"]]
-        return None if any(p is None for p in parts) else [v for p in parts for v in p]
-    return None

@@ -18,7 +18,7 @@ import math
 import re
 from typing import Any, Callable
 
-from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, at, enum_values, pointer
+from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, at, enum_values, listed_names, name_keywords, pointer
 from .json_merge import DATA_KEYWORDS as _DATA, LEFT_OUT as _LEFT_OUT, keywords_mapped as _schema_keys_mapped
 from .json_negation import MAX_ONE_OF, complement
 from .json_schema import _json_type  # noqa: PLC2701 (the compiler's own reading of a value's type)
@@ -823,25 +823,12 @@ def _names_as_properties(node: dict, closed_objects: bool = False, deref: Callab
 
 
 def _name_keywords(names: Any, deref: Callable[[Any], Any]) -> Any:
-    """A propertyNames schema's keywords that constrain names: annotations, `type: string` and a
-    format neither engine knows (it constrains nothing) left out; an anyOf of value lists (each
-    through its references) as one enum of their values."""
+    """A propertyNames schema's keywords that constrain names (json_merge.name_keywords); names
+    it lists (an anyOf of value lists, say) as one enum of them."""
     if not isinstance(names, dict):
         return names
-    kept = {k: v for k, v in names.items() if k not in _QUIET and not (k == "type" and v == "string")
-            and not (k == "format" and v not in FORMAT_PATTERNS)}
-    if set(kept) == {"anyOf"} and isinstance(kept["anyOf"], list) and kept["anyOf"]:
-        values: list = []
-        for branch in kept["anyOf"]:
-            try:
-                listed = enum_values(_name_keywords(deref(branch), deref))
-            except (GrammarError, RecursionError):
-                return kept
-            if listed is None:
-                return kept
-            values += [v for v in listed if v not in values]
-        return {"enum": values}
-    return kept
+    listed = listed_names(names, deref, FORMAT_PATTERNS)
+    return {"enum": listed} if listed is not None else name_keywords(names, FORMAT_PATTERNS)
 
 
 def _name_pattern(names: dict) -> str | None:

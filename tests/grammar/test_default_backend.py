@@ -569,6 +569,21 @@ def test_property_names_with_enum_and_const_is_their_intersection():
         assert _walk(compiled, schema, text) == _valid(schema, text), text
 
 
+def test_property_names_listed_only_where_nothing_else_constrains_them():
+    """An anyOf branch of propertyNames that is an enum beside a length lists no names: read as
+    its enum (the llguidance rewrite made it `enum: [a, bb, c]`), `{"bb":1}` was accepted. A
+    format neither engine knows constrains nothing, so such a branch still lists its names."""
+    schema = {"type": "object", "propertyNames": {"anyOf": [{"enum": ["a", "bb"], "maxLength": 1}, {"const": "c"}]}}
+    compiled = compile_json_schema(schema, BYTES)
+    for text in ['{"a":1}', '{"bb":1}', '{"c":1}', '{"d":1}', "{}"]:
+        assert _walk(compiled, schema, text) == _valid(schema, text), text
+    listed = {"type": "object", "propertyNames": {"anyOf": [{"enum": ["a", "bb"], "format": "no-such-format"}, {"const": "c"}]}}
+    compiled = compile_json_schema(listed, BYTES)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    for text in ['{"a":1}', '{"bb":1}', '{"c":1}', '{"d":1}']:
+        assert _walk(compiled, listed, text) == _valid(listed, text), text
+
+
 def test_a_negation_through_contains_is_narrowed_for_llguidance(caplog):
     """packer's provisioner: oneOf [ansible (requires playbook_file), shell (inline: array of
     strings)], both open, so an object may match both. "Ansible and not shell" holds where

@@ -386,6 +386,9 @@ class _Translator:
             return live, False
         values = [enum_values(self.deref(o)) for o in live]
         if all(v is not None for v in values):  # finite branches: keep values in exactly one
+            # (a value a branch lists counts where the branch's other keywords admit it too:
+            # `{enum: [a, bb], maxLength: 1}` does not hold "bb")
+            values = [[v for v in vs if self.validates(v, o)] for vs, o in zip(values, live)]
             counts: dict[str, int] = {}
             for vs in values:
                 for key in {canonical(v) for v in vs}:

@@ -117,6 +117,11 @@ CASES = [
                             "$ref": "#/$defs/base", "properties": {"id": {"maximum": 10}}},
      [{"id": 1}], [{"id": 11}, {}]),
     ("oneOf-disjoint-enums", {"oneOf": [{"enum": [1, 2]}, {"enum": [2, 3]}]}, [1, 3], [2, 4]),
+    # a listed value the branch's other keywords refuse is not in that branch ("bb" was accepted)
+    ("oneOf-enums-beside-a-length", {"oneOf": [{"enum": ["a", "bb", "c"], "maxLength": 1}, {"enum": ["c", "d", "bb"], "minimum": 0}]},
+     ["a", "d", "bb"], ["c", "e"]),
+    ("oneOf-enum-value-its-branch-refuses", {"oneOf": [{"enum": ["a", "bb", "c"], "maxLength": 1}, {"enum": ["c", "d"]}]},
+     ["a", "d"], ["bb", "c"]),
     # oneOf branches told apart pair by pair: types seen through anyOf, an enum the other
     # branch refuses, a discriminator where one side admits only objects
     ("oneOf-types-through-anyOf", {"oneOf": [{"anyOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "^b"}]},

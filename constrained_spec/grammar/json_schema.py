@@ -1035,6 +1035,8 @@ class _Translator:
         if values is not None:
             keep = [v for v in values if isinstance(v, str) and v not in declared and self.validates(v, sub)]
             return alt(*(Lit(json.dumps(v, ensure_ascii=False)) for v in keep)) if keep else None
+        if "type" in sub and "string" not in _types_of(sub["type"]):
+            return None  # every name is a string: none is admitted (`type: string` over it admitted all)
         try:
             text = Grammar(self.node({**sub, "type": "string"}, where), self.defs).to_regex()
         except (RecursiveGrammar, _Empty):

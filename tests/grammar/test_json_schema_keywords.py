@@ -120,6 +120,7 @@ CASES = [
     # a listed value the branch's other keywords refuse is not in that branch ("bb" was accepted)
     ("oneOf-enums-beside-a-length", {"oneOf": [{"enum": ["a", "bb", "c"], "maxLength": 1}, {"enum": ["c", "d", "bb"], "minimum": 0}]},
      ["a", "d", "bb"], ["c", "e"]),
+    ("property-names-of-another-type", {"type": "object", "propertyNames": {"type": "number"}}, [{}], [{"k": 1}, {"1": 1}]),
     ("oneOf-enum-value-its-branch-refuses", {"oneOf": [{"enum": ["a", "bb", "c"], "maxLength": 1}, {"enum": ["c", "d"]}]},
      ["a", "d"], ["bb", "c"]),
     # oneOf branches told apart pair by pair: types seen through anyOf, an enum the other
@@ -413,6 +414,49 @@ def test_generated_combinations_never_accept_an_invalid_instance():
     def check(schema):
         try:
             compiled = compile_json_schema(schema, BYTES, backend="native")
+        except (GrammarError, RecursionError):
+            return
+        for text in texts:
+            assert _valid(schema, text) or not _walk(compiled, schema, text), f"{json.dumps(schema)}: accepts invalid {text!r}"
+
+    check()
+
+
+@pytest.mark.parametrize("backend", ["native", "default"])
+def test_generated_enums_beside_keywords_never_accept_an_invalid_instance(backend):
+    """Generated differential (hypothesis, 200 derandomized examples a backend): the leaves above
+    and enums beside another keyword (a length, a type, a bound, a pattern, a negation), under
+    allOf / anyOf / oneOf / not / items / properties / uniqueItems / propertyNames; each of a
+    fixed set of values is accepted only if jsonschema calls it valid, EOS only after a valid
+    prefix. (It caught propertyNames of a non-string type read as `type: string`, admitting
+    every name, on both backends.)"""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import strategies as st
+    from schema_strategies import LEAVES, SCALARS
+
+    beside = st.sampled_from([{"maxLength": 1}, {"minLength": 1}, {"type": "string"}, {"type": "integer"}, {"minimum": 0}, {"maximum": 0},
+                              {"pattern": "^a"}, {"type": ["string", "null"]}, {"not": {"const": "a"}}, {"multipleOf": 2}])
+    enums = st.builds(lambda vs, b: {"enum": vs, **b}, st.lists(SCALARS, min_size=1, max_size=5, unique_by=lambda v: (type(v), v)), beside)
+    combos = st.recursive(st.one_of(LEAVES, enums, enums), lambda c: st.one_of(
+        st.builds(lambda a, b: {"allOf": [a, b]}, c, c),
+        st.builds(lambda a, b: {"anyOf": [a, b]}, c, c),
+        st.builds(lambda a, b: {"oneOf": [a, b]}, c, c),
+        st.builds(lambda a: {"not": a}, c),
+        st.builds(lambda a: {"type": "array", "items": a, "maxItems": 2}, c),
+        st.builds(lambda a, b: {"type": "object", "properties": {"k": a, "m": b}, "additionalProperties": False}, c, c),
+        st.builds(lambda a: {"type": "array", "items": a, "uniqueItems": True, "maxItems": 3}, c),
+        st.builds(lambda a: {"type": "object", "propertyNames": a}, c),
+    ), max_leaves=4)
+    values = ["a", "b", "", "x y", "bb", 0, 1, -3, 2, 2.5, None, True, False, [], ["a"], ["a", "a"], [0, 1], {}, {"k": "a"},
+              {"k": 0, "m": None}, {"a": 1}, {"bb": 1}]
+    texts = [_text(v) for v in values]
+    options = {"backend": "native"} if backend == "native" else {}
+
+    @settings(max_examples=200, derandomize=True, deadline=None, database=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(combos)
+    def check(schema):
+        try:
+            compiled = compile_json_schema(schema, BYTES, **options)
         except (GrammarError, RecursionError):
             return
         for text in texts:

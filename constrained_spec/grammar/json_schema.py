@@ -986,7 +986,7 @@ class _Translator:
         if patterns:
             if extra is not False:
                 self.narrow(pointer(path, "additionalProperties"), "undeclared keys must match a patternProperties key")
-            options = []
+            options, emptied = [], []
             for pattern, sub in patterns.items():
                 if any(_search(pattern, name, path) for name in declared):
                     self.narrow(pointer(path, "patternProperties", pattern), "pattern matches a declared name: not generated")
@@ -994,15 +994,22 @@ class _Translator:
                 if names_schema is not True:
                     self.narrow(pointer(path, "propertyNames"), "no undeclared keys")
                     return None
-                others = [v for p, v in patterns.items() if p != pattern]  # a key may match several
+                # a key may match several patterns: its value meets the schemas of every pattern
+                # no key can be shown to miss (narrower where a key matches only some of them)
+                others = [v for p, v in patterns.items() if p != pattern and not patterns_apart(p, pattern)]
                 try:
                     key = Rx('"' + pattern_to_json_regex(pattern) + '"')
                     value = self.node({"allOf": [sub, *others]} if others else sub, pointer(path, "patternProperties", pattern))
+                except _Empty as exc:  # (a GrammarError, so before the ValueError below)
+                    emptied.append(exc)
+                    self.narrow(pointer(path, "patternProperties", pattern), "no value meets every pattern a key may match: not generated")
+                    continue
                 except ValueError as exc:
                     raise GrammarError(f"patternProperties key {pattern!r} at {pointer(path, 'patternProperties')} cannot be translated exactly: {exc}") from exc
-                except _Empty:
-                    continue
                 options.append(seq(key, self.colon, value))
+            if emptied and not options:  # narrowed to no undeclared key at all: say so instead
+                raise GrammarError(f"patternProperties at {pointer(path, 'patternProperties')}: keys matching several patterns "
+                                   f"are not told apart, and no value meets all of them ({emptied[0]})")
             return alt(*options) if options else None
         if extra is False:
             return None

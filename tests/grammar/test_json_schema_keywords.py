@@ -120,6 +120,9 @@ CASES = [
     # a listed value the branch's other keywords refuse is not in that branch ("bb" was accepted)
     ("oneOf-enums-beside-a-length", {"oneOf": [{"enum": ["a", "bb", "c"], "maxLength": 1}, {"enum": ["c", "d", "bb"], "minimum": 0}]},
      ["a", "d", "bb"], ["c", "e"]),
+    # a key's value meets only the schemas of patterns it may match ("b" held the const of "^k")
+    ("patternProperties-disjoint-patterns", {"type": "object", "patternProperties": {"^k": {"const": 1}, "^b": {}}},
+     [{"b": "x"}, {"k": 1, "b": [2]}, {"k1": 1}], [{"k1": 2}, {"b": 1, "k": "x"}]),
     ("property-names-of-another-type", {"type": "object", "propertyNames": {"type": "number"}}, [{}], [{"k": 1}, {"1": 1}]),
     ("oneOf-enum-value-its-branch-refuses", {"oneOf": [{"enum": ["a", "bb", "c"], "maxLength": 1}, {"enum": ["c", "d"]}]},
      ["a", "d"], ["bb", "c"]),

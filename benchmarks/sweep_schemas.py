@@ -247,6 +247,10 @@ def main(argv: list[str] | None = None) -> Counter:
             reasons[reason.split(":")[0][:70]] += 1
             print(f"  refused {name}: {reason[:160]}", flush=True)
             continue
+        except Exception as exc:  # not a refusal by name: a bug, counted and listed
+            counts["crashed"] += 1
+            print(f"  CRASHED {name}: {type(exc).__name__}: {str(exc)[:160]}", flush=True)
+            continue
         compile_times.append(time.perf_counter() - start)
         counts["compiled"] += 1
         validator = _validator(schema)
@@ -271,7 +275,13 @@ def main(argv: list[str] | None = None) -> Counter:
             elif status == "finished":
                 counts["finished"] += 1
                 text = tokenizer.decode(tokens)
-                if not validator.is_valid(json.loads(text)):
+                try:
+                    valid = validator.is_valid(json.loads(text))
+                except Exception as exc:  # noqa: BLE001 (the oracle fails on this schema: no verdict, counted)
+                    counts["outputs jsonschema cannot judge"] += 1
+                    print(f"  UNJUDGED {name}: jsonschema raised {type(exc).__name__}: {str(exc)[:120]}", flush=True)
+                    continue
+                if not valid:
                     counts["invalid outputs"] += 1
                     print(f"  INVALID {name}: {text[:200]!r}", flush=True)
         if not args.xgrammar:

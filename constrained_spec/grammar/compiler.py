@@ -15,10 +15,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .json_dialects import may_use_later_keywords, without_later_keywords
+from .json_dialects import may_hold_older_forms, may_use_later_keywords, older_drafts_rewritten, without_later_keywords
 from .json_ir import Grammar, Lit, RecursiveGrammar, seq
-from .json_refs import bundle
+from .json_refs import bundle, without_unreachable_definitions
 from .json_schema import deep_recursion, json_value_grammar, normalize_schema, schema_to_grammar
+from .json_shapes import check_keyword_shapes
 from .protocol import CompiledGrammar, GrammarError
 from .regex_backend import CompiledRegex, regex_escape
 from .vocabulary import Vocabulary
@@ -151,21 +152,29 @@ def compile_json_schema(
     schema_dict = normalize_schema(schema)  # checks the nesting depth
     with deep_recursion():
         text = json.dumps(schema_dict, sort_keys=True)
+        later: dict[str, str] = {}
+        # before references resolve: a $ref's sibling `id` must not move its base URI (drafts 3-7)
+        schema_dict, text = _in_later_words(schema_dict, text, later)
         if _MAY_NEED_BUNDLING.search(text):  # a $ref to another document, or an $id: json_refs.bundle decides
             bundled = bundle(schema_dict)  # other documents' $refs made local (meta-schemas, register_schema)
             if bundled is not schema_dict:
-                schema_dict, text = bundled, json.dumps(bundled, sort_keys=True)
-        if may_use_later_keywords(text):  # keywords a declared older draft lacks: validators ignore them
-            later: dict[str, str] = {}
+                schema_dict, text = _in_later_words(bundled, json.dumps(bundled, sort_keys=True), later)
+        if later or may_use_later_keywords(text):  # keywords a declared draft lacks: validators ignore them
             dialected = without_later_keywords(schema_dict, later)
             if later and strict:
                 name, where = next(iter(later.items()))
-                raise GrammarError(f"keyword {name!r} at {where} is not part of the draft the schema declares ($schema): "
+                raise GrammarError(f"keyword {name!r} at {where} is not read by the draft the schema declares ($schema: a "
+                                   f"later draft's keyword, one beside $ref before 2019-09, or draft 3's boolean `required`): "
                                    "validators ignore it (strict=True refuses it)")
             if later:
-                schema_log.info("JSON schema: keywords its declared draft does not have, ignored as validators do: %s",
+                schema_log.info("JSON schema: keywords its declared draft does not read (a later draft's, beside $ref before "
+                                "2019-09, or draft 3's boolean `required`), ignored as validators do: %s",
                                 ", ".join(f"{k} (at {v})" for k, v in later.items()))
                 schema_dict, text = dialected, json.dumps(dialected, sort_keys=True)
+        reachable = without_unreachable_definitions(schema_dict)  # llguidance resolves every $ref in the document
+        if reachable is not schema_dict:
+            schema_dict, text = reachable, json.dumps(reachable, sort_keys=True)
+        check_keyword_shapes(schema_dict)
     key = ("json_schema", text, whitespace, strict, closed_objects, tuple(frame), vocab.fingerprint, backend)
     if backend == "llguidance" and strict:
         raise GrammarError("strict is an option of the default backend, not of llguidance")
@@ -209,6 +218,17 @@ def compile_json_schema(
             return compiled
 
     return _cached(key, closed_or_open)
+
+
+def _in_later_words(schema: Any, text: str, left_out: dict[str, str]) -> tuple[Any, str]:
+    """`schema` (and its `json.dumps` text) with older drafts' forms rewritten (json_dialects)."""
+    if not may_hold_older_forms(text):
+        return schema, text
+    read: dict[str, str] = {}
+    schema = older_drafts_rewritten(schema, left_out, read)
+    if read:
+        schema_log.info("JSON schema: draft 3 keywords read as draft 4 says them: %s", ", ".join(f"{k} (at {v})" for k, v in read.items()))
+    return schema, json.dumps(schema, sort_keys=True)
 
 
 _MAY_NEED_BUNDLING = re.compile(r'"\$ref": "[^#]|"\$?id": "')  # in json.dumps text (its default separators)

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import threading
 from typing import Any
-from urllib.parse import urljoin
+from urllib.parse import unquote, urljoin
 
 from .json_merge import DATA_KEYWORDS, NAME_MAPS, pointer
+from .json_shapes import schema_children
 from .protocol import GrammarError
 
-__all__ = ["bundle", "reference_registry", "register_schema", "registered_schema"]
+__all__ = ["bundle", "reference_registry", "register_schema", "registered_schema", "without_unreachable_definitions"]
 
 _REGISTERED: dict[str, Any] = {}
 _LOCK = threading.Lock()
@@ -225,6 +226,47 @@ def _inside(node: dict, path: str) -> list[tuple[str, Any]]:
         else:
             out.append((pointer(path, key), value))
     return out
+
+
+_DEFINITIONS = ("definitions", "$defs")
+
+
+def without_unreachable_definitions(schema: Any) -> Any:
+    """`schema` without the root's `definitions`/`$defs` entries that no reference reachable
+    from the rest of the root reaches (the same object where nothing is dropped). An unused
+    entry constrains nothing, but llguidance resolves every reference in the document: one
+    unused entry naming a document that is not available (a GitHub schema's
+    `"$ref": "/schemata/comment#"`) made it refuse the whole schema, which our compiler then
+    took 10 s to compile. Kept whole where some reachable reference is not a plain pointer
+    (an anchor, another document) or points at the definitions as such."""
+    if not isinstance(schema, dict) or not any(isinstance(schema.get(key), dict) for key in _DEFINITIONS):
+        return schema
+    pending: list[Any] = [{k: v for k, v in schema.items() if k not in _DEFINITIONS}]
+    kept: set[tuple[str, str]] = set()
+    while pending:
+        node = pending.pop()
+        if not isinstance(node, dict):
+            continue
+        pending += [sub for _, sub in schema_children(node, "")]
+        ref = node.get("$ref")
+        if not isinstance(ref, str) or ref == "#":
+            continue
+        if not ref.startswith("#/"):
+            return schema  # an anchor or another document: what it reaches is not read here
+        parts = [unquote(p).replace("~1", "/").replace("~0", "~") for p in ref[2:].split("/")]
+        if parts[0] not in _DEFINITIONS:
+            continue  # into the rest of the root: walked already
+        if len(parts) < 2 or not isinstance(schema.get(parts[0]), dict):
+            return schema
+        if (parts[0], parts[1]) not in kept and parts[1] in schema[parts[0]]:
+            kept.add((parts[0], parts[1]))
+            pending.append(schema[parts[0]][parts[1]])
+    out = dict(schema)
+    for key in _DEFINITIONS:
+        if isinstance(schema.get(key), dict):
+            out[key] = {name: sub for name, sub in schema[key].items() if (key, name) in kept}
+    dropped = sum(len(schema[key]) - len(out[key]) for key in _DEFINITIONS if isinstance(schema.get(key), dict))
+    return out if dropped else schema
 
 
 def _needs_bundling(schema: dict) -> bool:

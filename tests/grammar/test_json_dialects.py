@@ -68,5 +68,50 @@ def test_a_draft_4_one_of_of_consts_is_what_draft_4_validators_say(caplog):
         for text in ('{"orientation":"landscape"}', '{"orientation":"up"}', '{"kind":"web"}', '{"kind":"app"}', '{"tags":["y"]}', '{"tags":["x"]}', "{}"):
             if text == "{}" or f'"{name}"' in text:  # (undeclared keys: a documented narrowing where a regex grows too large)
                 assert _walk(compiled, seven, text) == _valid(seven, text), (name, text)
-    with pytest.raises(GrammarError, match="keyword 'const' at /properties/orientation/oneOf/0/const is not part of the draft"):
+    with pytest.raises(GrammarError, match="keyword 'const' at /properties/orientation/oneOf/0/const is not read by the draft"):
         compile_json_schema(schema, BYTES, strict=True)
+
+
+def test_a_refs_siblings_are_ignored_where_the_declared_draft_ignores_them(caplog):
+    """Drafts 3 to 7 read only the `$ref` of an object holding one: a sibling `minimum` bound
+    nothing (valid instances were refused), and a sibling `id` moved the base URI the `$ref`
+    resolved against (the suite's draft-3 ref.json: a string accepted where the reference
+    names a number). 2019-09 on, and without `$schema`, siblings apply."""
+    for draft, applies in ((DRAFT4, False), (DRAFT7, False), ("https://json-schema.org/draft/2020-12/schema", True), (None, True)):
+        schema = {"definitions": {"a": {"type": "integer"}}, "type": "object",
+                  "properties": {"x": {"$ref": "#/definitions/a", "minimum": 5, "description": "d"}}}
+        if draft:
+            schema["$schema"] = draft
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="constrained_spec.grammar.json_schema"):
+            compiled = compile_json_schema(schema, BYTES, backend="native")
+        for text in ('{"x":1}', '{"x":7}', '{"x":"a"}'):
+            assert _walk(compiled, schema, text) == _valid(schema, text), (draft, text)
+        assert ("minimum (at /properties/x/minimum)" in caplog.text) is not applies
+        assert "description (at" not in caplog.text
+    moved = {"$schema": DRAFT7, "$id": "http://example.com/base/", "definitions": {
+        "foo": {"$id": "http://example.com/foo.json", "type": "string"},
+        "base_foo": {"$id": "foo.json", "type": "number"}},
+        "allOf": [{"$id": "http://example.com/", "$ref": "foo.json"}]}
+    compiled = compile_json_schema(moved, BYTES, backend="native")
+    assert not _walk(compiled, moved, '"a"') and _walk(compiled, moved, "1")
+    with pytest.raises(GrammarError, match="keyword 'minimum' at /properties/x/minimum is not read by the draft"):
+        compile_json_schema({"$schema": DRAFT7, "properties": {"x": {"$ref": "#/definitions/a", "minimum": 5}},
+                             "definitions": {"a": {}}}, BYTES, strict=True)
+
+
+def test_a_boolean_required_is_draft_3s_form(caplog):
+    """A GitHub schema's `"required": true` beside `"type": "object"` crashed our compiler
+    (TypeError). Where draft 3 is declared it requires the property (json_dialects); elsewhere
+    it is no keyword of the schema's draft: left out and logged, as later drafts' validators read it."""
+    inner = {"type": "object", "properties": {"a": {"type": "object", "required": True}, "b": {"type": "string", "required": False}}}
+    for backend in ("native", "default"):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="constrained_spec.grammar.json_schema"):
+            compiled = compile_json_schema(inner, BYTES, backend=backend)
+        assert "required (at /properties/a/required)" in caplog.text
+        assert _walk(compiled, {}, "{}") and _walk(compiled, {}, '{"a":{}}')
+        declared = {"$schema": "http://json-schema.org/draft-03/schema#", **inner}
+        compiled = compile_json_schema(declared, BYTES, backend=backend)
+        for text in ("{}", '{"a":{}}', '{"b":"x"}', '{"a":{},"b":"x"}'):
+            assert _walk(compiled, declared, text) == _valid(declared, text), (backend, text)

@@ -171,3 +171,27 @@ def test_id_is_an_identifier_only_where_the_dialect_says_so():
         for backend in ("default", "native"):
             compiled = compile_json_schema(schema, BYTES, backend=backend)
             assert _accepts(compiled, {"a": {"b": good}}) and not _accepts(compiled, {"a": {"b": bad}}), (backend, schema["$schema"])
+
+
+def test_definitions_no_reference_reaches_are_left_out():
+    """A GitHub schema kept, among its definitions, one no reference reaches whose `$ref` names
+    a document that is not available: llguidance resolves every reference and refused the whole
+    schema, which our compiler then took 10 s to compile. Unused definitions are left out first."""
+    from constrained_spec.grammar.json_refs import without_unreachable_definitions
+
+    schema = {"type": "object", "properties": {"a": {"$ref": "#/definitions/used"}, "b": {"$ref": "#/$defs/x~1y/items"}},
+              "definitions": {"used": {"items": {"$ref": "#/definitions/chained"}}, "chained": {"type": "integer"},
+                              "unused": {"$ref": "http://example.com/missing.json"}},
+              "$defs": {"x/y": {"items": {"type": "string"}}, "unused": {}},
+              "links": [{"targetSchema": {"$ref": "#/definitions/unused"}}]}  # an annotation's reference reaches nothing
+    out = without_unreachable_definitions(schema)
+    assert out["definitions"] == {"used": schema["definitions"]["used"], "chained": {"type": "integer"}}
+    assert out["$defs"] == {"x/y": schema["$defs"]["x/y"]}
+    for backend in ("native", "default"):
+        compiled = compile_json_schema(schema, BYTES, backend=backend)
+        for instance, valid in (({"a": [1]}, True), ({"a": ["x"]}, False), ({"b": "x"}, True), ({"b": ["x"]}, False)):
+            ids = list(json.dumps(instance, separators=(",", ":")).encode()) + [256]
+            assert (compiled.matcher().validate_tokens(ids) == len(ids)) is valid, (backend, instance)
+    anchored = {"properties": {"a": {"$ref": "#here"}}, "definitions": {"x": {"$anchor": "here"}, "y": {}}}
+    assert without_unreachable_definitions(anchored) is anchored  # an anchor: kept whole
+    assert without_unreachable_definitions({"type": "string"}) == {"type": "string"}

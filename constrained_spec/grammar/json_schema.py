@@ -26,8 +26,8 @@ from .json_merge import ANNOTATIONS, STRUCTURAL, at, canonical, clean, enum_valu
 from .json_negation import APPLIES, NON_INTEGER_NUMBER, split, ways_to_fail
 from .json_objects import Slot, members_body
 from .json_terminals import (
-    FORMATS, INTEGER, KEY_CHAR, NON_STRING_FORMATS, NUMBER, PLAIN_CHAR, STRING_CHAR, int_range, multiple_of_int, number_range,
-    pattern_to_json_regex, string_except,
+    FORMATS, INTEGER, KEY_CHAR, NON_STRING_FORMATS, NUMBER, PLAIN_CHAR, STRING_CHAR, format_lengths_implied, int_range,
+    multiple_of_int, number_range, pattern_to_json_regex, string_except,
 )  # fmt: skip
 from .protocol import GrammarError
 
@@ -782,7 +782,10 @@ class _Translator:
                 self.unknown(f"format: {fmt}", pointer(path, "format"))
             fmt = None
         if fmt is not None:
-            if "pattern" in s or "minLength" in s or "maxLength" in s:
+            implied = format_lengths_implied(fmt, lo, hi)
+            if implied is False:
+                raise _Empty(f"format {fmt!r} and minLength/maxLength at {at(path)} allow no string")
+            if "pattern" in s or not implied:
                 raise GrammarError(f"format {fmt!r} together with pattern/minLength/maxLength at {at(path)} is not expressible")
             return Rx(f'"(?:{FORMATS[fmt]})"')
         if "pattern" in s:

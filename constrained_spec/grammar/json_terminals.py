@@ -231,12 +231,53 @@ def pattern_to_json_regex(pattern: str, min_length: int = 0, max_length: int | N
         raise ValueError(f"invalid pattern {pattern!r}: {exc}") from exc
     items = list(tree)
     branches = [i for i, (op, _) in enumerate(items) if op == sre.BRANCH]
-    if (min_length, max_length) == (0, None) and len(branches) == 1 and all(op == sre.AT for op, _ in items[: branches[0]] + items[branches[0] + 1 :]):
+    if len(branches) == 1 and all(op == sre.AT for op, _ in items[: branches[0]] + items[branches[0] + 1 :]):
         # a|b|c as a whole, each branch with its own anchors (`^\d{4}$|^neutral$`, which the
-        # parser writes as ^ then the branches)
+        # parser writes as ^ then the branches); bounds only where every branch implies them
         k = branches[0]
-        return "(?:" + "|".join(_search_regex(items[:k] + list(b) + items[k + 1 :], sre) for b in items[k][1][1]) + ")"
+        ways = [items[:k] + list(b) + items[k + 1 :] for b in items[k][1][1]]
+        implied = {_lengths_implied(way, sre.SubPattern(tree.state, way).getwidth(), sre, min_length, max_length) for way in ways}
+        if implied == {False}:
+            raise ValueError("pattern and minLength/maxLength allow no string")
+        if implied == {True}:
+            return "(?:" + "|".join(_search_regex(way, sre) for way in ways) + ")"
+    if (min_length, max_length) != (0, None):
+        implied = _lengths_implied(items, tree.getwidth(), sre, min_length, max_length)
+        if implied is False:
+            raise ValueError("pattern and minLength/maxLength allow no string")
+        if implied:
+            return pattern_to_json_regex(pattern)
     return _search_regex(items, sre, min_length, max_length)
+
+
+def format_lengths_implied(fmt: str, min_length: int, max_length: int | None) -> bool | None:
+    """`_lengths_implied` for a format of FORMATS (True where no bound is given). Its regex over
+    the JSON body writes no escape (but `regex`'s), so its widths are the decoded string's:
+    `uuid` beside maxLength 36, `date` beside minLength 10, `ipv4` beside maxLength 15 add nothing."""
+    import re._parser as sre
+
+    if (min_length, max_length) == (0, None):
+        return True
+    regex = FORMATS[fmt]
+    if "\\\\" in regex:  # it may write a backslash escape: JSON characters are not string characters
+        return None
+    return _lengths_implied([(sre.AT, sre.AT_BEGINNING), (sre.AT, sre.AT_END)], sre.parse(regex).getwidth(), sre, min_length, max_length)
+
+
+def _lengths_implied(items: list, width: tuple[int, int], sre: Any, min_length: int, max_length: int | None) -> bool | None:
+    """Whether every string the pattern admits has a length in [min_length, max_length] (True:
+    the bounds add nothing), none has (False), or either may be (None). `width`: the shortest
+    and longest match in characters (the parser's; huge where unbounded). A string matching
+    with search semantics holds a match: it is at least that long, and at most that long only
+    where the pattern is anchored at both ends. (`^[a-z]+(-[a-z]+)*$` beside minLength 1, or
+    `^[0-9]{5}(-[0-9]{4})?$` beside maxLength 10, had been refused: several variable parts.)"""
+    anchored = bool(items) and items[0] == (sre.AT, sre.AT_BEGINNING) and items[-1][0] == sre.AT and items[-1][1] in (sre.AT_END, sre.AT_END_STRING)
+    shortest, longest = width
+    if anchored and (longest < min_length or (max_length is not None and shortest > max_length)):
+        return False
+    if shortest >= min_length and (max_length is None or (anchored and longest <= max_length)):
+        return True
+    return None
 
 
 def _search_regex(items: list, sre: Any, min_length: int = 0, max_length: int | None = None) -> str:

@@ -213,6 +213,13 @@ CASES = [
     ("ref-anchor", {"$defs": {"pos": {"$anchor": "positive", "type": "integer", "minimum": 1}}, "$ref": "#positive"}, [1, 9], [0]),
     ("pattern-with-lengths", {"type": "string", "pattern": "^[a-z]+$", "minLength": 2, "maxLength": 3},
      ["ab", "abc"], ["a", "abcd", "aB", ""]),
+    # bounds a pattern or format already implies (several variable parts: refused before)
+    ("pattern-with-implied-lengths", {"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$", "minLength": 1}, ["a", "ab-c"], ["", "a-", "-"]),
+    ("pattern-branches-with-implied-lengths", {"type": "string", "pattern": "^[A-Z]{1,2}[0-9][0-9A-Z]? ?[0-9][A-Z]{2}$|^GIR 0AA$",
+                                               "maxLength": 8}, ["SW1A 1AA", "GIR 0AA", "M1 1AA"], ["SW1A", "x GIR 0AA", ""]),
+    ("format-with-implied-lengths", {"type": "string", "format": "uuid", "maxLength": 36, "minLength": 36},
+     ["123e4567-e89b-12d3-a456-426614174000"], ["123e4567", ""]),
+    ("format-with-excluding-length", {"anyOf": [{"type": "string", "format": "date", "minLength": 11}, {"type": "integer"}]}, [1], ["2020-01-01"]),
     # an exclusive bound at 0 (the non-negative half once let 0 itself through)
     ("exclusiveMinimum-zero", {"type": "number", "exclusiveMinimum": 0}, [0.5, 1, 3], [0, -1, Raw("0.0"), -0.5]),
     ("exclusiveMinimum-zero-integer", {"type": "integer", "exclusiveMinimum": 0, "maximum": 3}, [1, 3], [0, -1, 4]),

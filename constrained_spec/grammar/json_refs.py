@@ -242,7 +242,7 @@ def without_unreachable_definitions(schema: Any) -> Any:
     if not isinstance(schema, dict) or not any(isinstance(schema.get(key), dict) for key in _DEFINITIONS):
         return schema
     pending: list[Any] = [{k: v for k, v in schema.items() if k not in _DEFINITIONS}]
-    kept: set[tuple[str, str]] = set()
+    kept: set[tuple[str, Any]] = set()  # (definitions key, name) kept, and (reference, True) walked
     while pending:
         node = pending.pop()
         if not isinstance(node, dict):
@@ -254,13 +254,19 @@ def without_unreachable_definitions(schema: Any) -> Any:
         if not ref.startswith("#/"):
             return schema  # an anchor or another document: what it reaches is not read here
         parts = [unquote(p).replace("~1", "/").replace("~0", "~") for p in ref[2:].split("/")]
-        if parts[0] not in _DEFINITIONS:
-            continue  # into the rest of the root: walked already
-        if len(parts) < 2 or not isinstance(schema.get(parts[0]), dict):
+        if parts[0] in _DEFINITIONS and len(parts) < 2:
             return schema
-        if (parts[0], parts[1]) not in kept and parts[1] in schema[parts[0]]:
-            kept.add((parts[0], parts[1]))
-            pending.append(schema[parts[0]][parts[1]])
+        target: Any = schema
+        for part in parts:  # walk the node itself: it may sit in a container of schemas under names of its own
+            target = (target.get(part) if isinstance(target, dict) else
+                      target[int(part)] if isinstance(target, list) and part.isdigit() and int(part) < len(target) else None)
+            if target is None:
+                return schema  # does not resolve: the compilers name it
+        if (ref, True) not in kept:
+            kept.add((ref, True))
+            if parts[0] in _DEFINITIONS:
+                kept.add((parts[0], parts[1]))
+            pending.append(target)
     out = dict(schema)
     for key in _DEFINITIONS:
         if isinstance(schema.get(key), dict):

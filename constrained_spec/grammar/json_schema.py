@@ -928,13 +928,11 @@ class _Translator:
         members, forbidden = [], set()
         for name in list(props) + [r for r in required if r not in props]:
             sub = props.get(name)
+            matching = [v for p, v in patterns.items() if _search(p, name, path)]
             if sub is None:
-                matching = [v for p, v in patterns.items() if _search(p, name, path)]
-                sub = {"allOf": matching} if matching else extra
-            else:
-                matching = [v for p, v in patterns.items() if _search(p, name, path)]
-                if matching:
-                    sub = {"allOf": [sub, *matching]}
+                sub = _all_of(matching) if matching else extra
+            elif matching:
+                sub = _all_of([sub, *matching])
             where = pointer(path, "properties", name)
             if names_schema is not True and not self.validates(name, names_schema if isinstance(names_schema, dict) else {"not": {}}):
                 sub = False  # propertyNames forbids this name
@@ -1002,7 +1000,7 @@ class _Translator:
                 others = [v for p, v in patterns.items() if p != pattern and not patterns_apart(p, pattern)]
                 try:
                     key = Rx('"' + pattern_to_json_regex(pattern) + '"')
-                    value = self.node({"allOf": [sub, *others]} if others else sub, pointer(path, "patternProperties", pattern))
+                    value = self.node(_all_of([sub, *others]), pointer(path, "patternProperties", pattern))
                 except _Empty as exc:  # (a GrammarError, so before the ValueError below)
                     emptied.append(exc)
                     self.narrow(pointer(path, "patternProperties", pattern), "no value meets every pattern a key may match: not generated")
@@ -1174,6 +1172,16 @@ def _find_anchor(schema: Any, name: str) -> Any:
         elif isinstance(node, list):
             todo.extend(node)
     return None
+
+
+def _all_of(schemas: list[Any]) -> Any:
+    """The schemas' conjunction, each distinct one once (a property's `$ref` that a matching
+    pattern repeats, ANS's editions: merging a reference into a cycle with itself was refused)."""
+    distinct: list[Any] = []
+    for schema in schemas:
+        if schema is not True and schema not in distinct:
+            distinct.append(schema)
+    return True if not distinct else distinct[0] if len(distinct) == 1 else {"allOf": distinct}
 
 
 def _count(s: dict, key: str, default: int | None, path: str) -> int | None:

@@ -192,6 +192,12 @@ def test_definitions_no_reference_reaches_are_left_out():
         for instance, valid in (({"a": [1]}, True), ({"a": ["x"]}, False), ({"b": "x"}, True), ({"b": ["x"]}, False)):
             ids = list(json.dumps(instance, separators=(",", ":")).encode()) + [256]
             assert (compiled.matcher().validate_tokens(ids) == len(ids)) is valid, (backend, instance)
+    # an entry holding schemas under names of its own (SchemaStore's travis: notificationObject/webhooks)
+    grouped = {"properties": {"a": {"$ref": "#/definitions/group/a"}, "b": {"$ref": "#/x-table/b"}},
+               "definitions": {"group": {"a": {"$ref": "#/definitions/inner"}}, "inner": {"type": "integer"}, "viaTable": {},
+                               "unused": {}},
+               "x-table": {"b": {"$ref": "#/definitions/viaTable"}}}
+    assert set(without_unreachable_definitions(grouped)["definitions"]) == {"group", "inner", "viaTable"}
     anchored = {"properties": {"a": {"$ref": "#here"}}, "definitions": {"x": {"$anchor": "here"}, "y": {}}}
     assert without_unreachable_definitions(anchored) is anchored  # an anchor: kept whole
     assert without_unreachable_definitions({"type": "string"}) == {"type": "string"}

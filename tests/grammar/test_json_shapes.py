@@ -46,7 +46,7 @@ def test_any_value_of_a_keyword_compiles_or_is_refused_by_name(keyword):
     ({"format": ["date"]}, "keyword 'format' at /format must be a string"),
     ({"anyOf": []}, "keyword 'anyOf' at /anyOf must be a non-empty array of schemas"),
     ({"dependencies": {"a": ["b", 1]}}, "keyword 'dependencies' at /dependencies/a must list property names"),
-    ({"definitions": {"x": 3}}, "schema at /definitions/x must be an object or a boolean, got 3"),
+    ({"$ref": "#/definitions/x", "definitions": {"x": 3}}, "schema at /definitions/x must be an object or a boolean, got 3"),
     ({"multipleOf": 0}, "keyword 'multipleOf' at /multipleOf must be a number above 0"),
     ({"maximum": True}, "keyword 'maximum' at /maximum must be a number, got true"),
 ])  # fmt: skip

@@ -158,7 +158,7 @@ def older_drafts_rewritten(schema: Any, left_out: dict[str, str], read: dict[str
                 if names:
                     out["required"] = names
                     read.setdefault("required", pointer(at, names[0], "required"))
-            elif key == "format" and value in _DRAFT3_FORMATS:
+            elif key == "format" and isinstance(value, str) and value in _DRAFT3_FORMATS:
                 out[key] = _DRAFT3_FORMATS[value]
                 read.setdefault(key, at)
             elif key in DATA_KEYWORDS:

@@ -27,10 +27,11 @@ BASES = [{}, {"type": "object", "properties": {"a": {"type": "string"}}}, {"type
 
 @pytest.mark.parametrize("keyword", KEYWORDS)
 def test_any_value_of_a_keyword_compiles_or_is_refused_by_name(keyword):
-    """11 values x 5 neighbourhoods x (at the root, inside a property): 110 schemas a keyword, both backends."""
+    """11 values x 5 neighbourhoods x (at the root, in a property, in a draft-3 property): 165 schemas a keyword, both backends."""
     for base, value in itertools.product(BASES, VALUES):
         schema = {**base, keyword: value}
-        for whole in (schema, {"type": "object", "properties": {"p": schema}}):
+        draft3 = {"$schema": "http://json-schema.org/draft-03/schema#", "type": "object", "properties": {"p": schema}}
+        for whole in (schema, {"type": "object", "properties": {"p": schema}}, draft3):
             for backend in ("native", "default"):
                 try:
                     compile_json_schema(whole, BYTES, backend=backend)

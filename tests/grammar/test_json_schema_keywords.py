@@ -833,3 +833,31 @@ def test_generated_object_oneofs_never_accept_invalid_objects():
             assert _valid(schema, text) or not _walk(compiled, schema, text), f"{json.dumps(schema)}: accepts invalid {text}"
 
     check()
+
+
+def test_pattern_with_lengths_matches_search_and_length():
+    """json_terminals.pattern_to_json_regex with min/maxLength against Python's re and len over
+    random strings (seeded; 400 a case): every bound our compiler takes, whether it shrinks a
+    single variable part or is implied by the pattern's match widths, means exactly
+    "searches the pattern and has that length"; bounds no string meets raise ValueError."""
+    import random
+    import re
+
+    from constrained_spec.grammar.json_terminals import pattern_to_json_regex
+
+    rng, alphabet, taken = random.Random(11), "abcdx-0123 ", 0
+    for pattern in ("^[a-z]+(-[a-z]+)*$", "^[0-9]{5}(-[0-9]{4})?$", "^ab|^cd$", "^a{2,3}$|^b$", "x", "^(a|bc)+$", "[0-9]{2}", "^[a-d]+$"):
+        for lo, hi in ((0, None), (1, None), (2, 4), (0, 3), (5, 10), (3, 3), (11, None)):
+            try:
+                regex = re.compile(pattern_to_json_regex(pattern, lo, hi))
+            except ValueError:
+                continue
+            taken += 1
+            for _ in range(400):
+                text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+                expected = re.search(pattern, text) is not None and lo <= len(text) and (hi is None or len(text) <= hi)
+                assert (regex.fullmatch(text) is not None) == expected, (pattern, lo, hi, text)
+    assert taken >= 20  # of 56 (pattern, bounds) pairs; the others are refused by name
+    for pattern, lo, hi in (("^a$", 2, None), ("^[0-9]{5}(-[0-9]{4})?$", 11, None), ("^ab$|^c$", 3, 3)):
+        with pytest.raises(ValueError, match="allow no string"):
+            pattern_to_json_regex(pattern, lo, hi)

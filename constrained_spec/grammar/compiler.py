@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .json_dialects import may_hold_older_forms, may_use_later_keywords, older_drafts_rewritten, without_later_keywords
+from .json_dialects import in_declared_drafts, may_hold_older_forms
 from .json_ir import Grammar, Lit, RecursiveGrammar, seq
 from .json_refs import bundle, without_unreachable_definitions
 from .json_schema import deep_recursion, json_value_grammar, normalize_schema, schema_to_grammar
@@ -153,24 +153,22 @@ def compile_json_schema(
     with deep_recursion():
         text = json.dumps(schema_dict, sort_keys=True)
         later: dict[str, str] = {}
-        # before references resolve: a $ref's sibling `id` must not move its base URI (drafts 3-7)
-        schema_dict, text = _in_later_words(schema_dict, text, later)
+        # keywords as each declared draft reads them, before references resolve (a $ref's sibling
+        # `id` must not move its base URI, drafts 3-7) and again over the documents bundled in
+        schema_dict, text = _as_declared(schema_dict, text, later)
         if _MAY_NEED_BUNDLING.search(text):  # a $ref to another document, or an $id: json_refs.bundle decides
             bundled = bundle(schema_dict)  # other documents' $refs made local (meta-schemas, register_schema)
             if bundled is not schema_dict:
-                schema_dict, text = _in_later_words(bundled, json.dumps(bundled, sort_keys=True), later)
-        if later or may_use_later_keywords(text):  # keywords a declared draft lacks: validators ignore them
-            dialected = without_later_keywords(schema_dict, later)
-            if later and strict:
-                name, where = next(iter(later.items()))
-                raise GrammarError(f"keyword {name!r} at {where} is not read by the draft the schema declares ($schema: a "
-                                   f"later draft's keyword, one beside $ref before 2019-09, or draft 3's boolean `required`): "
-                                   "validators ignore it (strict=True refuses it)")
-            if later:
-                schema_log.info("JSON schema: keywords its declared draft does not read (a later draft's, beside $ref before "
-                                "2019-09, or draft 3's boolean `required`), ignored as validators do: %s",
-                                ", ".join(f"{k} (at {v})" for k, v in later.items()))
-                schema_dict, text = dialected, json.dumps(dialected, sort_keys=True)
+                schema_dict, text = _as_declared(bundled, json.dumps(bundled, sort_keys=True), later)
+        if later and strict:
+            name, where = next(iter(later.items()))
+            raise GrammarError(f"keyword {name!r} at {where} is not read by the draft the schema declares ($schema: a "
+                               f"later draft's keyword, one beside $ref before 2019-09, or draft 3's boolean `required`): "
+                               "validators ignore it (strict=True refuses it)")
+        if later:
+            schema_log.info("JSON schema: keywords its declared draft does not read (a later draft's, beside $ref before "
+                            "2019-09, or draft 3's boolean `required`), ignored as validators do: %s",
+                            ", ".join(f"{k} (at {v})" for k, v in later.items()))
         reachable = without_unreachable_definitions(schema_dict)  # llguidance resolves every $ref in the document
         if reachable is not schema_dict:
             schema_dict, text = reachable, json.dumps(reachable, sort_keys=True)
@@ -220,12 +218,12 @@ def compile_json_schema(
     return _cached(key, closed_or_open)
 
 
-def _in_later_words(schema: Any, text: str, left_out: dict[str, str]) -> tuple[Any, str]:
-    """`schema` (and its `json.dumps` text) with older drafts' forms rewritten (json_dialects)."""
+def _as_declared(schema: Any, text: str, left_out: dict[str, str]) -> tuple[Any, str]:
+    """`schema` (and its `json.dumps` text) as its declared drafts read it (json_dialects)."""
     if not may_hold_older_forms(text):
         return schema, text
     read: dict[str, str] = {}
-    schema = older_drafts_rewritten(schema, left_out, read)
+    schema = in_declared_drafts(schema, left_out, read)
     if read:
         schema_log.info("JSON schema: draft 3 keywords read as draft 4 says them: %s", ", ".join(f"{k} (at {v})" for k, v in read.items()))
     return schema, json.dumps(schema, sort_keys=True)

@@ -1,23 +1,23 @@
-"""Keywords that a schema's declared draft does not have are not keywords there.
+"""A schema is read as the draft it declares (`$schema`), resource by resource (`in_declared_drafts`).
 
-A schema that names its draft (`"$schema": "http://json-schema.org/draft-04/schema#"`) is
-validated by that draft's rules: validators ignore keywords added by later drafts as unknown
-annotations. SchemaStore's web-manifest (draft 4) lists orientations as `oneOf` of `const`s; a
-draft-4 validator reads each branch as `{}`, every value meets all eight, so no orientation is
-valid, and generating `"landscape"` would be an invalid output. So those keywords are left out
-(listed on the log, or refused under `strict`), per resource: a bundled document keeps its own
-`$schema`. A schema without `$schema`, or naming a draft this module does not know, keeps every
-keyword (the compilers read the drafts' keywords alike).
+Validators of a declared draft ignore keywords later drafts added, as unknown annotations.
+SchemaStore's web-manifest (draft 4) lists orientations as `oneOf` of `const`s; a draft-4
+validator reads each branch as `{}`, every value meets all eight, so no orientation is valid, and
+generating `"landscape"` would be an invalid output. So those keywords are left out (listed on
+the log, or refused under `strict`); a nested `$schema` counts from where it stands. Drafts 3 to
+7 read only the `$ref` of an object holding one: its siblings are left out too (a sibling `id`
+moved the base URI the reference resolves against). A schema without `$schema`, or naming a
+draft this module does not know, keeps every keyword (the compilers read the drafts alike).
 
 Draft 3 differs in form, not only in additions, so a resource declaring it is rewritten in draft
-4's words first (`draft3_as_draft4`), then read as draft 4: `"required": true` in a property's
-schema makes the parent require that property, `divisibleBy` is `multipleOf`, `extends` is
-`allOf`, `disallow` is a `not`, a `type` listing schemas or `"any"` is an `anyOf` (or nothing),
-a `dependencies` string is a one-name list, and its format names `host-name` and `ip-address` are
-`hostname` and `ipv4`. Read as later drafts, these were ignored (invalid outputs; a GitHub schema
-with `"required": true` beside `"type": "object"` crashed our compiler). Elsewhere a boolean
-`required` is draft 3's form in a schema that does not declare draft 3: not a keyword there, left
-out and logged (validators of later drafts ignore it, or fail).
+4's words: `"required": true` in a property's schema makes the parent require that property,
+`divisibleBy` is `multipleOf`, `extends` is `allOf`, `disallow` is a `not`, a `type` listing
+schemas or `"any"` is an `anyOf` (or nothing), a `dependencies` string is a one-name list, and
+its format names `host-name` and `ip-address` are `hostname` and `ipv4`. Read as later drafts,
+these were ignored (invalid outputs; a GitHub schema with `"required": true` beside `"type":
+"object"` crashed our compiler). Elsewhere a boolean `required` is draft 3's form in a schema
+that does not declare draft 3: not a keyword there, left out and logged (validators of later
+drafts ignore it, or fail).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 
 from .json_merge import DATA_KEYWORDS, NAME_MAPS, pointer
 
-__all__ = ["declared_draft", "may_hold_older_forms", "older_drafts_rewritten", "may_use_later_keywords", "without_later_keywords"]
+__all__ = ["declared_draft", "in_declared_drafts", "may_hold_older_forms"]
 
 # keyword -> the first draft that has it (2019: 2019-09, 2020: 2020-12)
 _ADDED = {
@@ -39,8 +39,7 @@ _ADDED = {
     "prefixItems": 2020,
 }  # fmt: skip
 _DRAFTS = {"draft-03": 3, "draft-04": 4, "draft-06": 6, "draft-07": 7, "draft/2019-09": 2019, "draft/2020-12": 2020}
-_OLD_DRAFT = re.compile(r'"\$schema": "https?://json-schema\.org/(?:draft-0[3467]|draft/2019-09)/')
-_OLDER_FORMS = re.compile(r'"\$schema": "https?://json-schema\.org/draft-0[3467]/|"required": (?:true|false)')
+_OLDER_FORMS = re.compile(r'"\$schema": "https?://json-schema\.org/(?:draft-0[3467]|draft/2019-09)/|"required": (?:true|false)')
 # beside a `$ref`, what drafts 3-7 still read: the pointers' targets, the declared draft
 _KEPT_BESIDE_REF = frozenset({"$ref", "$schema", "definitions", "$defs"})
 _ANNOTATIONS = frozenset({"title", "description", "$comment", "default", "examples"})  # left out unlisted
@@ -56,55 +55,20 @@ def declared_draft(uri: Any) -> int | None:
     return _DRAFTS.get(found.group(1)) if found else None
 
 
-_LATER_KEY = re.compile('"(?:' + "|".join(_ADDED) + ')": ')
-
-
-def may_use_later_keywords(text: str) -> bool:
-    """A cheap test on the schema's `json.dumps` text: does some resource declare a draft older
-    than 2020-12, and does a keyword added since appear? (Only then can a keyword be one its
-    draft lacks.)"""
-    return _OLD_DRAFT.search(text) is not None and _LATER_KEY.search(text) is not None
-
-
-def without_later_keywords(schema: Any, left_out: dict[str, str]) -> Any:
-    """`schema` without the keywords each resource's declared draft lacks; `left_out` gets each
-    keyword left out and the JSON pointer of its first place."""
-
-    def walk(node: Any, draft: int | None, path: str) -> Any:
-        if isinstance(node, list):
-            return [walk(v, draft, pointer(path, i)) for i, v in enumerate(node)]
-        if not isinstance(node, dict):
-            return node
-        draft = declared_draft(node.get("$schema")) or draft
-        out = {}
-        for key, value in node.items():
-            if draft is not None and _ADDED.get(key, 0) > draft:
-                left_out.setdefault(key, pointer(path, key))
-            elif key in DATA_KEYWORDS:
-                out[key] = value
-            elif key in NAME_MAPS and isinstance(value, dict):
-                out[key] = {name: walk(sub, draft, pointer(path, key, name)) for name, sub in value.items()}
-            else:
-                out[key] = walk(value, draft, pointer(path, key))
-        return out
-
-    return walk(schema, None, "")
-
-
 def may_hold_older_forms(text: str) -> bool:
-    """A cheap test on the schema's `json.dumps` text: does a resource declare draft 3, 4, 6 or
-    7, or does a boolean `required` appear? (Only then has `older_drafts_rewritten` work.)"""
+    """A cheap test on the schema's `json.dumps` text: does a resource declare a draft older
+    than 2020-12, or does a boolean `required` appear? (Only then has `in_declared_drafts` work.)"""
     return _OLDER_FORMS.search(text) is not None
 
 
-def older_drafts_rewritten(schema: Any, left_out: dict[str, str], read: dict[str, str]) -> Any:
-    """`schema` with, in each resource that declares draft 3, 4, 6 or 7, a `$ref`'s siblings left
-    out (those drafts ignore them, an `id` too: it does not move the base URI the `$ref` resolves
-    against; `definitions` stay, pointers reach into them), each resource that declares draft 3
-    rewritten in draft 4's words (its `$schema` then names draft 4), and boolean `required`s
-    elsewhere left out. `left_out` gets each keyword left out (beside a `$ref`, draft 4's own
-    keywords in a draft-3 resource, misplaced booleans) and its first JSON pointer; `read` each
-    draft-3 keyword rewritten. Run before references are resolved (json_refs.bundle)."""
+def in_declared_drafts(schema: Any, left_out: dict[str, str], read: dict[str, str]) -> Any:
+    """`schema` as each resource's declared draft reads it: keywords later drafts added left out;
+    in drafts 3-7 a `$ref`'s siblings left out (those drafts ignore them, an `id` too: it does not
+    move the base URI the `$ref` resolves against; `definitions` stay, pointers reach into them);
+    a draft-3 resource rewritten in draft 4's words (its `$schema` then names draft 4); boolean
+    `required`s elsewhere left out. `left_out` gets each keyword left out and its first JSON
+    pointer; `read` each draft-3 keyword rewritten. Run before references are resolved
+    (json_refs.bundle: a sibling `id`) and again over the documents bundled in."""
 
     def walk(node: Any, draft: int | None, path: str) -> Any:
         if isinstance(node, list):
@@ -128,6 +92,9 @@ def older_drafts_rewritten(schema: Any, left_out: dict[str, str], read: dict[str
                     out[key] = value  # malformed: json_shapes names it
                 continue  # in draft 3, read by the parent's `properties`
             if not draft3:
+                if draft is not None and _ADDED.get(key, 0) > draft:
+                    left_out.setdefault(key, at)
+                    continue
                 out[key] = value if key in DATA_KEYWORDS else (
                     {name: walk(sub, draft, pointer(at, name)) for name, sub in value.items()}
                     if key in NAME_MAPS and isinstance(value, dict) else walk(value, draft, at))

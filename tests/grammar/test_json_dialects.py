@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from constrained_spec.grammar import GrammarError, Vocabulary, compile_json_schema
-from constrained_spec.grammar.json_dialects import declared_draft, may_use_later_keywords, without_later_keywords
+from constrained_spec.grammar.json_dialects import declared_draft, in_declared_drafts, may_hold_older_forms
 
 from test_json_schema_keywords import _valid, _walk
 
@@ -34,7 +34,7 @@ def test_later_keywords_leave_each_resource_by_its_own_draft():
         "definitions": {"later": {"$schema": DRAFT7, "if": {"const": 1}, "then": {"const": 1}, "dependentRequired": {"a": ["b"]}}},
     }
     left_out: dict[str, str] = {}
-    out = without_later_keywords(schema, left_out)
+    out = in_declared_drafts(schema, left_out, {})
     assert out == {
         "$schema": DRAFT4, "type": "object",
         "properties": {"const": {}, "c": {"default": {"const": 2}, "enum": [{"if": 1}]}},  # a property named const, data untouched
@@ -43,10 +43,10 @@ def test_later_keywords_leave_each_resource_by_its_own_draft():
     assert left_out == {"const": "/properties/const/const", "contains": "/properties/c/contains", "propertyNames": "/propertyNames",
                         "if": "/if", "then": "/then", "dependentRequired": "/definitions/later/dependentRequired"}
     unchanged = {"type": "object", "properties": {"a": {"const": 1}}, "dependentRequired": {"a": ["b"]}}  # no $schema: every keyword
-    assert without_later_keywords(unchanged, {}) == unchanged
+    assert in_declared_drafts(unchanged, {}, {}) == unchanged
     import json
 
-    assert may_use_later_keywords(json.dumps(schema)) and not may_use_later_keywords(json.dumps(unchanged))
+    assert may_hold_older_forms(json.dumps(schema)) and not may_hold_older_forms(json.dumps(unchanged))
 
 
 def test_a_draft_4_one_of_of_consts_is_what_draft_4_validators_say(caplog):

@@ -56,60 +56,48 @@ def _fits(key: str, value: Any) -> bool:
 def check_keyword_shapes(schema: Any) -> None:
     """Raise GrammarError naming the first keyword (and its JSON pointer) whose value has the
     wrong shape, walking every schema position reachable from the root (`definitions` too)."""
-    stack: list[tuple[Any, str]] = [(schema, "")]
+    stack: list[tuple[str, Any]] = [("", schema)]
     while stack:
-        node, path = stack.pop()
+        path, node = stack.pop()
         if isinstance(node, bool):
             continue
         if not isinstance(node, dict):
             raise GrammarError(f"schema at {path or '/'} must be an object or a boolean, got {_shown(node)}")
         for key, value in node.items():
-            at = pointer(path, key)
-
-            def wrong(shape: str) -> GrammarError:
-                return GrammarError(f"keyword {key!r} at {at} must be {shape}, got {_shown(value)}")  # noqa: B023 (raised at once)
-
-            if key in _SCHEMA:
-                stack.append((value, at))
-            elif key in _SCHEMA_MAP or (key == "definitions" and isinstance(value, dict)):
-                if not isinstance(value, dict):
-                    raise wrong("an object of schemas")
-                stack += [(sub, pointer(at, name)) for name, sub in value.items()]
-            elif key in _SCHEMA_LIST:
-                if not isinstance(value, list) or not value:
-                    raise wrong("a non-empty array of schemas")
-                stack += [(sub, pointer(at, i)) for i, sub in enumerate(value)]
-            elif key == "items":
-                stack += [(sub, pointer(at, i)) for i, sub in enumerate(value)] if isinstance(value, list) else [(value, at)]
-            elif key == "dependencies":
-                if not isinstance(value, dict):
-                    raise wrong("an object of schemas or arrays of property names")
+            if (shape := _misshapen(key, value)) is not None:
+                raise GrammarError(f"keyword {key!r} at {pointer(path, key)} must be {shape}, got {_shown(value)}")
+            if key == "dependencies":
                 for name, sub in value.items():
-                    if isinstance(sub, list):
-                        if not _is_names(sub):
-                            raise GrammarError(f"keyword 'dependencies' at {pointer(at, name)} must list property names, got {_shown(sub)}")
-                    else:
-                        stack.append((sub, pointer(at, name)))
-            elif key == "dependentRequired":
-                if not isinstance(value, dict) or not all(_is_names(names) for names in value.values()):
-                    raise wrong("an object of arrays of property names")
-            elif key == "required":
-                if not _is_names(value):
-                    raise wrong("an array of property names")
-            elif key == "type":
-                if not (isinstance(value, str) or (_is_names(value) and value)):
-                    raise wrong("a type name or a non-empty array of them")
-            elif key == "enum":
-                if not isinstance(value, list):
-                    raise wrong("an array")
-            elif key == "uniqueItems":
-                if not isinstance(value, bool):
-                    raise wrong("a boolean")
-            elif key == "multipleOf":
-                if not _is_number(value) or value <= 0:
-                    raise wrong("a number above 0")
-            elif (shape := _shape_error(key)) is not None and not _fits(key, value):
-                raise wrong(shape)
+                    if isinstance(sub, list) and not _is_names(sub):
+                        at = pointer(pointer(path, key), name)
+                        raise GrammarError(f"keyword 'dependencies' at {at} must list property names, got {_shown(sub)}")
+        stack += schema_children(node, path)
+
+
+def _misshapen(key: str, value: Any) -> str | None:
+    """The shape `key`'s value should have, when it has another (None when it fits); the schemas
+    inside containers are checked where schema_children leads the walk."""
+    if key in _SCHEMA_MAP:
+        return None if isinstance(value, dict) else "an object of schemas"
+    if key in _SCHEMA_LIST:
+        return None if isinstance(value, list) and value else "a non-empty array of schemas"
+    if key == "dependencies":  # its arrays of names are checked by the caller, to name the entry
+        return None if isinstance(value, dict) else "an object of schemas or arrays of property names"
+    if key == "dependentRequired":
+        fits = isinstance(value, dict) and all(_is_names(names) for names in value.values())
+        return None if fits else "an object of arrays of property names"
+    if key == "required":
+        return None if _is_names(value) else "an array of property names"
+    if key == "type":
+        return None if isinstance(value, str) or (_is_names(value) and value) else "a type name or a non-empty array of them"
+    if key == "enum":
+        return None if isinstance(value, list) else "an array"
+    if key == "uniqueItems":
+        return None if isinstance(value, bool) else "a boolean"
+    if key == "multipleOf":
+        return None if _is_number(value) and value > 0 else "a number above 0"
+    shape = _shape_error(key)
+    return None if shape is None or _fits(key, value) else shape
 
 
 def _shown(value: Any) -> str:

@@ -21,7 +21,7 @@ from .json_merge import clean, enum_values
 from .json_terminals import trie_complement
 from .protocol import GrammarError
 
-__all__ = ["split", "ways_to_fail", "complement", "NON_INTEGER_NUMBER", "APPLIES"]
+__all__ = ["split", "ways_to_fail", "complement", "container_ways", "NON_INTEGER_NUMBER", "APPLIES"]
 
 # numbers that are not integers, in the spellings a plain decimal or Python's float repr uses: a
 # fraction with a non-zero digit, or d[.ddd]e-k (0 < |value| < 1); 1.5e0 is left out (spelling only)
@@ -70,10 +70,12 @@ def split(part: dict) -> list[dict]:
     return groups
 
 
-def ways_to_fail(group: dict, context: dict) -> list[dict] | None:
+def ways_to_fail(group: dict, context: dict, partial: bool = False) -> list[dict] | None:
     """Schemas whose union is exactly the values failing `group` (one keyword group, cleaned) among
     the values of `context`, the enclosing schema each way is conjoined with (read only for the
-    keys a closed object can hold). [] where no value fails; None where not expressible."""
+    keys a closed object can hold). [] where no value fails; None where not expressible.
+    `partial`: an object's ways through undeclared or patterned keys, where they cannot be
+    written, are left out and its declared keys' ways kept (a subset: still only failing values)."""
     keys = set(group)
     applies = {APPLIES.get(k) for k in keys}
     if None not in applies and not applies & _kinds(context):
@@ -81,7 +83,7 @@ def ways_to_fail(group: dict, context: dict) -> list[dict] | None:
     if keys == {"not"}:
         return [group["not"]]
     if keys <= _GROUPS[0]:
-        return _member_ways(group, context)
+        return _member_ways(group, context, partial)
     if keys <= _GROUPS[1]:
         return _item_ways(group)
     if keys <= _GROUPS[2]:
@@ -120,22 +122,24 @@ def ways_to_fail(group: dict, context: dict) -> list[dict] | None:
     return None
 
 
-def _member_ways(group: dict, context: dict) -> list[dict] | None:
+def _member_ways(group: dict, context: dict, partial: bool = False) -> list[dict] | None:
     """An object fails properties/additionalProperties by holding a key whose value fails the
     schema that key gets. A declared key: one way each. An undeclared key (additionalProperties
     false): one of the keys a closed context may hold, or in an open context, per subset S of
     the declared keys present, S present, the others absent and more than |S| keys."""
     props, extra = group.get("properties", {}), group.get("additionalProperties", True)
-    if group.get("patternProperties") or not isinstance(props, dict):
+    if not isinstance(props, dict):
         return None
     held = _held_keys(context)
     ways = [{"type": "object", "required": [name], "properties": {name: {"not": sub}}}
             for name, sub in props.items() if sub is not True and (held is None or name in held)]  # fmt: skip
+    if group.get("patternProperties"):
+        return ways if partial else None
     if extra is True:
         return ways
     if held is None:  # an open context: some key outside props, counted (2^|props| ways)
         if extra is not False or len(props) > MAX_UNDECLARED_SPLIT:
-            return None
+            return ways if partial else None
         names = list(props)
         for mask in range(1 << len(names)):
             present = [n for i, n in enumerate(names) if mask >> i & 1]
@@ -221,10 +225,10 @@ def _complement(negated: Any, context: dict, resolve: Callable[[str], Any], dept
         kept = [t for t in _TYPES if t not in gone and not (t in ("integer", "number") and {"integer", "number"} & gone)]
         return {"type": kept} if kept else False
     if set(group) in ({"enum"}, {"const"}):
-        return _all_but(enum_values(group))
+        return _all_but(enum_values(group), context, resolve, depth, partial)
     if set(group) == {"anyOf"} and isinstance(group["anyOf"], list):
         return _intersection([complement(sub, context, resolve, depth + 1, partial) for sub in group["anyOf"]])
-    ways = ways_to_fail(group, context)
+    ways = ways_to_fail(group, context, partial)
     if ways is None:
         return None
     return _union([positive(way, context, resolve, depth + 1, partial) for way in ways])
@@ -284,11 +288,32 @@ def _kinds(context: dict) -> set[str]:
     return found | ({"number"} if "integer" in found else set())
 
 
-def _all_but(values: Any) -> Any:
-    """Every JSON value except `values` (scalars), one branch per type; None for containers."""
-    if not isinstance(values, list) or any(isinstance(v, (dict, list)) for v in values):
+def container_ways(value: dict | list, context: dict) -> list[dict]:
+    """Ways a value of `context` fails `const: value` for an object or array `value` (each may
+    hold a smaller `not const`). An object: a key of `value` absent, one holding another value, or
+    a key `value` lacks (one the closed context holds, else more keys than `value` has). An array:
+    another length, or another item at some position."""
+    if isinstance(value, dict):
+        ways = [{"type": "object", "properties": {name: False}} for name in value]
+        ways += [{"type": "object", "required": [name], "properties": {name: {"not": {"const": item}}}} for name, item in value.items()]
+        held = _held_keys(context)
+        if held is None:
+            return [*ways, {"type": "object", "minProperties": len(value) + 1}]
+        return ways + [{"type": "object", "required": [name]} for name in held if name not in value]
+    ways = [{"type": "array", "minItems": len(value) + 1}, *([{"type": "array", "maxItems": len(value) - 1}] if value else [])]
+    return ways + [{"type": "array", "minItems": i + 1, "prefixItems": [*[True] * i, {"not": {"const": item}}]} for i, item in enumerate(value)]
+
+
+def _all_but(values: Any, context: dict, resolve: Callable[[str], Any], depth: int, partial: bool) -> Any:
+    """Every JSON value of `context` except `values`, one branch per type (objects and arrays
+    except the listed ones: every way to differ from each, intersected)."""
+    if not isinstance(values, list):
         return None
-    ways: list[Any] = [{"type": ["object", "array"]}]
+    ways: list[Any] = []
+    for kind, python_type in (("object", dict), ("array", list)):
+        mine = [v for v in values if isinstance(v, python_type)]
+        differing = [_union([positive(way, context, resolve, depth + 1, partial) for way in container_ways(v, context)]) for v in mine]
+        ways.append(_intersection(differing) if mine else {"type": kind})
     if not any(v is None for v in values):
         ways.append({"type": "null"})
     ways += [{"enum": [b]} for b in (True, False) if not any(v is b for v in values)]
@@ -299,7 +324,7 @@ def _all_but(values: Any) -> Any:
                      **({"exclusiveMaximum": high} if high is not None else {})})  # fmt: skip
     texts = [v for v in values if isinstance(v, str)]
     ways.append({"type": "string", **({"pattern": "^" + _strings_except(texts) + "$"} if texts else {})})
-    return {"anyOf": ways}
+    return _union(ways)
 
 
 def _strings_except(texts: list[str]) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 from .byte_dfa import patterns_apart
 from .json_ir import ANY_JSON as _ANY, EMPTY, Grammar, Lit, Node, RecursiveGrammar, Ref, Rep, Rx, alt, opt, regex_size, seq
 from .json_merge import ANNOTATIONS, STRUCTURAL, at, canonical, clean, enum_values, listed_names, merge, pointer, pointer_parts
-from .json_negation import APPLIES, NON_INTEGER_NUMBER, split, ways_to_fail
+from .json_negation import APPLIES, NON_INTEGER_NUMBER, container_ways, split, ways_to_fail
 from .json_objects import Slot, members_body
 from .json_terminals import (
     FORMATS, INTEGER, KEY_CHAR, NON_STRING_FORMATS, NUMBER, PLAIN_CHAR, STRING_CHAR, format_lengths_implied, int_range,
@@ -571,6 +571,8 @@ class _Translator:
                 groups = split(part)
                 held = {**s, "additionalProperties": False} if self.closed_objects and "additionalProperties" not in s else s
                 ways = [{"not": g} for g in groups] if len(groups) > 1 else ways_to_fail(part, held)
+                if ways is None and self.exclusions and (ways := ways_to_fail(part, held, partial=True)) is not None:
+                    self.narrow_exclusion()  # inside an overlapping oneOf's branch: the ways that can be written
                 if ways is None:
                     shown = json.dumps(part, ensure_ascii=False)
                     raise GrammarError(
@@ -630,8 +632,11 @@ class _Translator:
                     raise GrammarError(f"not at {where}: strings except some, next to a pattern, format, length, condition or "
                                        "another not, are not expressible")
                 nodes.append(Rx(string_except([v for v in mine if isinstance(v, str)])))
-            elif kind != "null":
-                raise GrammarError(f"not at {where}: {kind}s except given ones are not expressible")
+            elif kind in ("object", "array"):  # differ from the first in one of its ways, and from the rest after
+                first, *others = mine
+                carried = [*rest, {"enum": others}] if others else rest
+                differing = {**s, **({"not": {"anyOf": carried}} if carried else {}), "type": kind}
+                branches += [{**differing, "allOf": [*differing.get("allOf", []), way]} for way in container_ways(first, s)]
         for branch in branches:
             try:
                 nodes.append(self.node(branch, path))

@@ -247,14 +247,17 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         return narrower
 
     def exclusive(options: list, siblings: dict, narrowing: bool, path: str) -> list | None:
-        """Overlapping oneOf branches as disjoint ones: B_i and not B_j for every j != i."""
+        """Overlapping oneOf branches as disjoint ones: B_i and not B_j for every j != i that
+        may meet B_i (a pair proven apart needs no negation: one overlapping pair of five
+        branches negated every branch, and llguidance found the result too large)."""
         if len(options) > MAX_ONE_OF:
             return None
         branches = []
         for i, option in enumerate(options):
             context = checks.deref(option) if isinstance(option, dict) else {}
             context = {**({"type": siblings["type"]} if "type" in siblings else {}), **(context if isinstance(context, dict) else {})}
-            others = [negation(other, context, narrowing, pointer(path, "oneOf", j), partial=True) for j, other in enumerate(options) if j != i]
+            others = [negation(other, context, narrowing, pointer(path, "oneOf", j), partial=True)
+                      for j, other in enumerate(options) if j != i and not disjoint([option, other], siblings)]
             if any(o is None for o in others):
                 return None
             branches.append({"allOf": [option, *others]})

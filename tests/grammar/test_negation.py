@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from constrained_spec.grammar import GrammarError, Vocabulary, compile_json_schema
-from constrained_spec.grammar.json_negation import complement
+from constrained_spec.grammar.json_negation import complement, ways_to_fail
 from constrained_spec.grammar.llguidance_backend import LLGuidanceGrammar
 
 from schema_oracle import engine_of
@@ -23,6 +23,8 @@ POOL = [
     None, True, False, 0, 1, 2, -1, 2.5, 0.1, 3, "", "a", "ab", "abc", "b-]", "panel", [], [1], ["a"], [1, "a"], [{"a": 1}],
     {}, {"a": 1}, {"a": "x"}, {"b": 1}, {"a": 1, "b": 2}, {"a": 1, "c": True}, {"ps": "x"}, {"cmd": "x"}, {"ps": "x", "cmd": "y"},
     {"ps": 1}, {"t": "panel"}, {"t": "panel", "x": 1}, {"t": "other", "x": 1}, {"c": None}, {"a": {"v": 2}}, {"a": {"v": 2.5}},
+    {"a": 1.0}, {"a": [1]}, {"a": [1, 2]}, {"a": [2]}, {"a": {}}, {"ps": "void"}, {"ps": "void", "cmd": "x"}, [1.0], [1, "b"], [[1]],
+    [["a"]], [1, "a", None], [{"a": 1, "b": 2}],
 ]  # fmt: skip
 OBJECT = {"type": "object"}
 CLOSED_PS = {"type": "object", "additionalProperties": False, "properties": {"ps": {"type": "string"}}}
@@ -54,6 +56,12 @@ EXPRESSIBLE = [
     ({"$ref": "#/$defs/named"}, {}),
     (CLOSED_PS, {}),  # an undeclared key of an open object: counted per subset of declared keys
     ({"additionalProperties": False, "properties": {"a": True, "b": {"type": "string"}}}, OBJECT),
+    # objects and arrays except listed ones: a key absent, added or holding another value; another
+    # length or item (Swagger 1.2's dataType: voidType's {"type": "void"} against modelType)
+    ({"enum": [{"a": 1}, [1, "a"], {"a": [1]}, [[1]], {}, "ab"]}, {}),
+    ({"const": {"ps": "void"}}, CLOSED_PS),
+    ({"const": {"a": {"v": 2}}}, OBJECT),
+    ({"enum": [[], [{"a": 1}], 0]}, {}),
 ]
 NOT_EXPRESSIBLE = [
     ({"pattern": "^a"}, {}),
@@ -141,6 +149,14 @@ SCHEMAS = [
     ("if-then-else", {"type": "object", "properties": {"t": {"enum": ["panel", "command"]}}, "required": ["t"],
                       "if": {"properties": {"t": {"const": "panel"}}}, "then": {"required": ["x"]}, "else": {"not": {"required": ["x"]}}},
      ['{"t":"panel","x":1}', '{"t":"panel"}', '{"t":"command"}', '{"t":"command","x":1}']),
+    ("an-object-value-inside-an-open-branch", {"type": "object", "oneOf": [  # Swagger 1.2's dataType, its overlapping pair
+        {"required": ["$ref"], "properties": {"$ref": {"type": "string"}}, "additionalProperties": False},
+        {"enum": [{"type": "void"}]},
+        {"required": ["type"], "properties": {"type": {"enum": ["string", "integer"]}, "format": {"type": "string"}}, "additionalProperties": False},
+        {"required": ["type"], "properties": {"type": {"type": "string", "not": {"enum": ["string", "integer", "array"]}}}, "additionalProperties": False},
+        {"required": ["type", "items"], "properties": {"type": {"const": "array"}, "items": {"type": "object"}}, "additionalProperties": False}]},
+     ['{"type":"void"}', '{"type":"Pet"}', '{"$ref":"x"}', '{"type":"string","format":"d"}', '{"type":"array","items":{}}', '{"type":"array"}',
+      '{"type":"void","x":1}', '{"type":"string"}', '{"$ref":"x","type":"Pet"}', "{}"]),
     ("not-of-a-closed-object", {"type": "object", "additionalProperties": False, "properties": {"a": {"type": "integer"}, "b": True},
                                 "not": {"additionalProperties": False, "properties": {"a": {"minimum": 5}}}},
      ["{}", '{"a":1}', '{"a":7}', '{"b":null}', '{"a":7,"b":1}']),
@@ -215,6 +231,26 @@ def test_strings_except_long_words_is_flat_and_exact():
             text = rng.choice([word, word[: rng.randint(0, len(word))] + rng.choice(["", "a", "b"]),
                                "".join(rng.choice("abc") for _ in range(rng.randint(0, 55)))])
             assert bool(regex.match(text)) == (text not in words), (words, text)
+
+
+def test_overlapping_one_of_keeps_a_declared_key_failing_beside_open_extras():
+    """Branch 1 fails by `K` absent, by `K` other than "b", or by an undeclared key holding a
+    non-integer; the last has no union of positive schemas ("some key, any name but K"), so
+    `B_2 and not B_1` keeps the first two ways (a narrowing, logged). {"K":1} and {"K":"c"} were
+    refused before: the whole properties/additionalProperties group was left out with it."""
+    branch = {"type": "object", "properties": {"K": {"const": "b"}}, "additionalProperties": {"type": "integer"}, "required": ["K"]}
+    schema = {"oneOf": [branch, {"type": "object"}]}
+    group = {"properties": branch["properties"], "additionalProperties": branch["additionalProperties"]}
+    assert ways_to_fail(group, {}) is None
+    assert ways_to_fail(group, {}, partial=True) == [{"type": "object", "required": ["K"], "properties": {"K": {"not": {"const": "b"}}}}]
+    compiled = compile_json_schema(schema, BYTES)
+    for text, accepted in [('{"K":1}', True), ('{"K":"c"}', True), ("{}", True), ('{"a":"x"}', True), ('{"K":"b"}', False),
+                           ('{"K":"b","a":1}', False), ('{"K":"b","a":"x"}', False), ("[]", False)]:  # fmt: skip
+        assert _walk(compiled, schema, text) == accepted, text
+        assert not accepted or _valid(schema, text), text  # the last one left out is valid: the narrowing
+    compiled = compile_json_schema(schema, BYTES, backend="native")
+    for text in ['{"K":1}', '{"K":"c"}', '{"K":"b"}', '{"K":"b","a":1}', '{"K":"b","a":"x"}']:
+        assert _walk(compiled, schema, text) == (text in ('{"K":1}', '{"K":"c"}')), text
 
 
 def test_overlapping_one_of_through_a_cycle_is_narrowed_soundly(caplog):

@@ -6,6 +6,7 @@ Compiled grammars are immutable, so one cache entry serves every request and thr
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import logging
@@ -178,8 +179,12 @@ def compile_json_schema(
         raise GrammarError("strict is an option of the default backend, not of llguidance")
     if backend == "llguidance":
         from .llguidance_backend import compile_llguidance
+        from .llguidance_schema import escapes_held_out
 
-        return _cached(key, lambda: _no_repeated_keys(compile_llguidance("json_schema", schema_dict, vocab, whitespace=whitespace, frame=frame),
+        held = copy.deepcopy(schema_dict)
+        if not escapes_held_out(held):  # llguidance reads escapes into some negated classes
+            raise GrammarError("a pattern's negated class could not be rewritten for llguidance (it would admit escaped quotes or backslashes)")
+        return _cached(key, lambda: _no_repeated_keys(compile_llguidance("json_schema", held, vocab, whitespace=whitespace, frame=frame),
                                                       vocab, schema_dict))
 
     def native(closed: bool) -> CompiledGrammar:

@@ -13,6 +13,7 @@ from typing import Any, Callable
 from urllib.parse import unquote
 
 from .protocol import GrammarError
+from .regular import intersection
 
 __all__ = ["VALIDATION", "ANNOTATIONS", "STRUCTURAL", "clean", "merge", "pointer", "pointer_parts", "canonical", "enum_values",
            "name_keywords", "listed_names", "NAME_MAPS", "DATA_KEYWORDS", "LEFT_OUT", "keywords_mapped", "rebased_refs"]
@@ -243,6 +244,14 @@ def _merge_two(a: dict, b: dict, path: str) -> dict:
             out.setdefault("allOf", []).append({key: value})  # the translator distributes these
         elif key == "contains":
             raise GrammarError(f"allOf at {pointer(path, 'allOf')}: two different `contains` cannot be combined exactly")
+        elif key == "pattern" and isinstance(old, str) and isinstance(value, str):
+            try:  # one regex for the strings both patterns find a match in
+                both = intersection([old, value])
+            except ValueError as exc:
+                raise GrammarError(f"allOf at {pointer(path, 'allOf')} combines two 'pattern' values that cannot be intersected: {exc}") from exc
+            if both is None:
+                raise GrammarError(f"allOf at {pointer(path, 'allOf')} combines two 'pattern' values no string meets together")
+            out[key] = both
         else:
             raise GrammarError(f"allOf at {pointer(path, 'allOf')} combines two different {key!r} values; not expressible")
     return out

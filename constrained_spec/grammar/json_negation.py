@@ -7,7 +7,7 @@ complements (`split`), and one group's complement is a union of ways to fail it 
 A way may hold a smaller `not` (a property value failing its schema): the translator conjoins
 each way with the enclosing schema and negates again, so the recursion ends at keywords negated
 in place. A type-specific keyword is passed by values of other types, so each way names the type
-it fails for. None where no exact union exists (pattern, format, multipleOf, uniqueItems,
+it fails for. None where no exact union exists (a pattern regular.py cannot complement, format, multipleOf, uniqueItems,
 propertyNames, an undeclared key of an open object next to more than 3 declared ones).
 """
 
@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from .json_merge import clean, enum_values
 from .json_terminals import trie_complement
+from .regular import complement as pattern_complement
 from .protocol import GrammarError
 
 __all__ = ["split", "ways_to_fail", "complement", "container_ways", "NON_INTEGER_NUMBER", "APPLIES"]
@@ -98,6 +99,12 @@ def ways_to_fail(group: dict, context: dict, partial: bool = False) -> list[dict
     if len(keys) != 1:
         return None
     (key, value), = group.items()
+    if key == "pattern" and isinstance(value, str):
+        try:  # a string the pattern finds no match in, in either reading (regular.py)
+            other = pattern_complement(value)
+        except ValueError:
+            return None
+        return [] if other is None else [{"type": "string", "pattern": other}]
     if key in _BOUNDS and isinstance(value, (int, float)) and not isinstance(value, bool):
         kind, other, step = _BOUNDS[key]
         if step and value + step < 0:

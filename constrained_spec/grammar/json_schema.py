@@ -26,10 +26,11 @@ from .json_merge import ANNOTATIONS, STRUCTURAL, at, canonical, clean, enum_valu
 from .json_negation import APPLIES, NON_INTEGER_NUMBER, container_ways, split, ways_to_fail
 from .json_objects import Slot, members_body
 from .json_terminals import (
-    FORMATS, INTEGER, KEY_CHAR, NON_STRING_FORMATS, NUMBER, PLAIN_CHAR, STRING_CHAR, format_lengths_implied, int_range,
+    FORMAT_PATTERNS, FORMATS, INTEGER, KEY_CHAR, NON_STRING_FORMATS, NUMBER, PLAIN_CHAR, STRING_CHAR, format_lengths_implied, int_range,
     multiple_of_int, number_range, pattern_to_json_regex, string_except,
 )  # fmt: skip
 from .protocol import GrammarError
+from .regular import intersection
 
 __all__ = ["schema_to_grammar", "json_value_grammar", "normalize_schema", "SchemaSet", "WHITESPACE_MODES"]
 
@@ -790,8 +791,14 @@ class _Translator:
             implied = format_lengths_implied(fmt, lo, hi)
             if implied is False:
                 raise _Empty(f"format {fmt!r} and minLength/maxLength at {at(path)} allow no string")
-            if "pattern" in s or not implied:
-                raise GrammarError(f"format {fmt!r} together with pattern/minLength/maxLength at {at(path)} is not expressible")
+            if "pattern" in s or not implied:  # the format's strings that the pattern and lengths admit too
+                try:
+                    both = intersection([f"^(?:{FORMAT_PATTERNS[fmt]})$", *([s["pattern"]] if "pattern" in s else [])])
+                    if both is None:
+                        raise _Empty(f"format {fmt!r} and pattern at {at(path)} allow no string")
+                    return Rx('"' + pattern_to_json_regex(both, lo, hi) + '"')
+                except ValueError as exc:
+                    raise GrammarError(f"format {fmt!r} together with pattern/minLength/maxLength at {at(path)} is not expressible: {exc}") from exc
             return Rx(f'"(?:{FORMATS[fmt]})"')
         if "pattern" in s:
             try:

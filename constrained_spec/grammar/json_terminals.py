@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
+from .regular import intersection
+
 __all__ = [
     "INTEGER", "NUMBER", "NON_STRING_FORMATS", "PLAIN_CHAR", "STRING_CHAR", "KEY_CHAR", "FORMATS", "FORMAT_PATTERNS", "int_range", "number_range", "pattern_to_json_regex", "trie_complement",
     "string_except", "multiple_of_int",
@@ -213,14 +215,35 @@ def number_range(lo: int | None, lo_excl: bool, hi: int | None, hi_excl: bool) -
     return "|".join(_group(p) for p in parts) if parts else None
 
 
+_REGULAR_BOUND = 64  # lengths met with a pattern's automaton up to this bound (the regex grows with it)
+
+
 def pattern_to_json_regex(pattern: str, min_length: int = 0, max_length: int | None = None) -> str:
     """A JSON-Schema `pattern` (ECMA regex, search semantics) -> regex over the JSON string body.
 
     Re-rendered from Python's regex parser so `.` and negated classes can never produce a raw quote,
     backslash or control character, and literal quotes/backslashes become their JSON escapes.
     With min_length/max_length the lengths are intersected exactly when the pattern has at most
-    one variable-length part (e.g. `^[a-z]+$`, `^ab`). Raises ValueError for constructs we cannot
-    translate exactly (lookarounds, backreferences, several variable parts with a length bound)."""
+    one variable-length part (e.g. `^[a-z]+$`, `^ab`); lookaheads, and lengths beside several
+    variable parts, go through regular.py (the pattern's language, met with the lengths', written
+    back without lookarounds). Raises ValueError for what neither can translate exactly
+    (backreferences, lookbehinds, anchors inside a group, automata past their budget)."""
+    try:
+        return _translated(pattern, min_length, max_length)
+    except ValueError as exc:
+        if str(exc).startswith(("invalid pattern", "pattern and minLength/maxLength", "pattern must be")) or max(min_length, max_length or 0) > _REGULAR_BOUND:
+            raise
+        bounds = [] if (min_length, max_length) == (0, None) else [f"^[\\x00-\\U0010ffff]{{{min_length},{'' if max_length is None else max_length}}}$"]
+        try:
+            regex = intersection([pattern, *bounds])
+        except ValueError:
+            raise exc from None
+        if regex is None:
+            raise ValueError("pattern and minLength/maxLength allow no string" if bounds else "no string matches the pattern") from None
+        return _translated(regex)
+
+
+def _translated(pattern: str, min_length: int = 0, max_length: int | None = None) -> str:
     import re._parser as sre  # the stdlib's own parser (stable in 3.11+)
 
     if not isinstance(pattern, str):
@@ -246,7 +269,7 @@ def pattern_to_json_regex(pattern: str, min_length: int = 0, max_length: int | N
         if implied is False:
             raise ValueError("pattern and minLength/maxLength allow no string")
         if implied:
-            return pattern_to_json_regex(pattern)
+            return _translated(pattern)
     return _search_regex(items, sre, min_length, max_length)
 
 

@@ -25,9 +25,11 @@ from .json_schema import _json_type  # noqa: PLC2701 (the compiler's own reading
 from .json_subset import within
 from .json_terminals import FORMAT_PATTERNS, NON_STRING_FORMATS
 from .negative_literals import leading_lookaheads, literals_complement
+from .json_shapes import schema_children
+from .regular import lookaround_free
 from .protocol import GrammarError
 
-__all__ = ["llguidance_schema", "without_unknown_metaschemas", "NEGATION_NARROWED", "WIDE_NUMBER"]
+__all__ = ["llguidance_schema", "escapes_held_out", "without_unknown_metaschemas", "NEGATION_NARROWED", "WIDE_NUMBER"]
 
 # logged where an overlapping oneOf branch's "and not the others" keeps only the ways to fail
 # them that can be written without `not`
@@ -68,6 +70,83 @@ def without_unknown_metaschemas(node: Any) -> Any:
 def _bare(node: Any) -> str:
     """A schema's text without annotations (title, description, ...): equal texts, equal schemas."""
     return json.dumps(_schema_keys_mapped(node, lambda k, v: _LEFT_OUT if k in ANNOTATIONS else v), sort_keys=True)
+
+
+_LOOKAROUND = re.compile(r"(?<!\\)\(\?<?[=!]|(?<!\\)\(\?<[A-Za-z_]")  # lookarounds, and ECMA's named groups
+
+
+def _without_lookarounds(pattern: str) -> str:
+    """A pattern with lookarounds (or ECMA's `(?<name>`, which llguidance's parser refuses) as one
+    regex without them (regular.py, the reading both ECMA and Python accept); as it was where
+    that cannot be written (llguidance then refuses it, and our compiler says why), or where no
+    string matches it (a pattern key nothing matches: left to our compiler too)."""
+    if not _LOOKAROUND.search(pattern):
+        return pattern
+    try:
+        return lookaround_free(pattern) or pattern
+    except ValueError:
+        return pattern
+
+
+_CLASS = re.compile(r"\[\^\]?(?:\\.|[^\]\\])*\]")  # a negated class: [^ ... ] (escapes and a leading ] inside)
+_CONTROLS = "".join(chr(c) for c in range(0x20))
+
+
+def escapes_held_out(schema: Any) -> bool:
+    """Rewrite, in place, each pattern and patternProperties key of the schema so that llguidance
+    cannot read an escape into a negated class that excludes it: llguidance 1.9 lets `\\"` and
+    `\\\\` through `[^"]` and `[^\\\\]` (a quote or backslash where the pattern forbids one: invalid
+    output, found by a differential test) wherever the class admits a control character. Such
+    a class is narrowed to exclude controls too (llguidance then reads no escape into it).
+    False where a class could not be rewritten exactly so."""
+    todo = [("", schema)]
+    while todo:
+        path, node = todo.pop()
+        if not isinstance(node, dict):
+            continue
+        if isinstance(node.get("pattern"), str):
+            fixed = _controls_excluded(node["pattern"])
+            if fixed is None:
+                return False
+            node["pattern"] = fixed
+        if isinstance(node.get("patternProperties"), dict):
+            fixed_keys = {}
+            for key, sub in node["patternProperties"].items():
+                fixed = _controls_excluded(key)
+                if fixed is None or fixed in fixed_keys:
+                    return False
+                fixed_keys[fixed] = sub
+            node["patternProperties"] = fixed_keys
+        todo += schema_children(node, path)
+    return True
+
+
+def _controls_excluded(pattern: str) -> str | None:
+    """`pattern` with every negated class that excludes `"` or `\\` (and admits a control
+    character) excluding control characters as well; None where a class does not parse."""
+
+    def narrowed(found: re.Match) -> str:
+        text = found.group(0)
+        try:
+            cls = re.compile(text)
+        except re.error:
+            raise ValueError(text) from None
+        if cls.fullmatch('"') and cls.fullmatch("\\") or not any(cls.fullmatch(c) for c in _CONTROLS):
+            return text
+        lead = 3 if text.startswith("[^]") else 2
+        out = text[:lead] + "\\x00-\\x1f" + text[lead:]
+        if any(re.fullmatch(out, c) for c in _CONTROLS):
+            raise ValueError(text)
+        return out
+
+    if "[^" not in pattern:
+        return pattern
+    try:
+        out = _CLASS.sub(narrowed, pattern)
+        re.compile(out)
+    except (ValueError, re.error):
+        return None
+    return out
 
 
 def _pattern_twins_as_true(node: dict) -> None:
@@ -559,9 +638,19 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         if split is not None:  # `^(?!org\.bukkit\.)...`: the rest, and "none of these words"
             out["pattern"] = split[0]
             out["allOf"] = [*out.get("allOf", []), *({"pattern": p} for p in split[1:])]
+        elif isinstance(out.get("pattern"), str):
+            out["pattern"] = _without_lookarounds(out["pattern"])
+        if isinstance(out.get("patternProperties"), dict):  # a key's pattern is one regex: no allOf there
+            patterns: dict[str, Any] = {}
+            for key, sub in out["patternProperties"].items():
+                key = _without_lookarounds(key)
+                patterns[key] = {"allOf": [patterns[key], sub]} if key in patterns else sub
+            out["patternProperties"] = patterns
         return out
 
     rewritten = rewrite(schema, "", False)
+    if not escapes_held_out(rewritten):
+        return None  # a class we could not rewrite: our compiler takes the schema
     if rewritten is False:
         return None  # no value at all: our compiler says so by name
     if merged_defs and isinstance(rewritten, dict):

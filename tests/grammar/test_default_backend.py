@@ -36,7 +36,13 @@ def test_llguidance_where_it_accepts_native_where_it_refuses():
         assert _walk(compiled, finite_unique, text) == _valid(finite_unique, text), text
     # where both refuse, the error is ours: keyword and pointer named
     with pytest.raises(GrammarError, match="oneOf at /oneOf: branches may overlap"):
-        compile_json_schema({"oneOf": [{"type": "string", "pattern": "a"}, {"type": "string", "pattern": "b"}]}, BYTES)  # not of a pattern
+        compile_json_schema({"oneOf": [{"type": "integer", "multipleOf": 2}, {"type": "integer", "multipleOf": 3}]}, BYTES)  # not of multipleOf
+    # not of a pattern: its complement, written without lookarounds (regular.py)
+    patterns = {"oneOf": [{"type": "string", "pattern": "a"}, {"type": "string", "pattern": "b"}]}
+    for backend in ("default", "native"):
+        compiled = compile_json_schema(patterns, BYTES, backend=backend)
+        for text in ['"a"', '"b"', '"ab"', '"c"', '"xa"', '"bx"', '"xbxax"']:
+            assert _walk(compiled, patterns, text) == _valid(patterns, text), (backend, text)
 
 
 def test_disjoint_one_of_and_unique_items_stay_on_llguidance(caplog):
@@ -63,17 +69,18 @@ def test_disjoint_one_of_and_unique_items_stay_on_llguidance(caplog):
 
 
 def test_finite_unique_items_on_llguidance_where_ours_refuses():
-    # ours enumerates the unique arrays of a small enum exactly, but refuses the pattern with a
-    # length bound; llguidance then takes the schema, with uniqueItems enforced on top
+    # ours enumerates the unique arrays of a small enum exactly, but refuses a string bounded
+    # past its limit; llguidance then takes the schema, with uniqueItems enforced on top
     schema = {"type": "object", "required": ["tags", "id"], "properties": {
         "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True},
-        "id": {"type": "string", "pattern": "^(ab|ba)+c$", "maxLength": 5}}}
-    with pytest.raises(GrammarError, match="pattern"):
+        "id": {"type": "string", "pattern": "^(ab|ba)+c$", "maxLength": 300}}}
+    with pytest.raises(GrammarError, match="maxLength"):
         compile_json_schema(schema, BYTES, backend="native")
     compiled = compile_json_schema(schema, BYTES)
     assert isinstance(compiled, UniqueItemsGrammar) and isinstance(engine_of(compiled.inner), LLGuidanceGrammar)
     assert _walk(compiled, schema, '{"tags":["b"],"id":"abc"}')
-    for bad in ('{"tags":["a","a"],"id":"abc"}', '{"tags":["b"],"id":"abababc"}', '{"tags":["c"],"id":"abc"}', '{"tags":["a","b","a"],"id":"abc"}'):
+    too_long = '{"tags":["b"],"id":"' + "ab" * 150 + 'c"}'
+    for bad in ('{"tags":["a","a"],"id":"abc"}', too_long, '{"tags":["c"],"id":"abc"}', '{"tags":["a","b","a"],"id":"abc"}'):
         assert not _walk(compiled, schema, bad), bad
     assert _walk(compiled, schema, '{"tags":["a","b"],"id":"abc"}')
 
@@ -335,8 +342,10 @@ def test_date_with_own_pattern_and_length_on_llguidance():
     assert _walk(compiled, schema, '"2024-02-29"')
     for bad in ('"2023-02-28"', '"2024-02-30"', '"2024-02-29T"'):
         assert not _walk(compiled, schema, bad), bad
-    with pytest.raises(GrammarError, match="format 'date' together with pattern/minLength/maxLength"):
-        compile_json_schema(schema, BYTES, backend="native")  # ours cannot intersect them
+    compiled = compile_json_schema(schema, BYTES, backend="native")  # ours intersects them (regular.py)
+    assert _walk(compiled, schema, '"2024-02-29"')
+    for bad in ('"2023-02-28"', '"2024-02-30"', '"2024-02-29T"', '"2024-2-29"'):
+        assert not _walk(compiled, schema, bad), bad
 
 
 def test_dates_are_exact():
@@ -365,7 +374,7 @@ def test_rewrite_declines_where_closing_could_widen():
     rewritten = llguidance_schema({"not": {"type": "object", "properties": {"a": {}}}}, closed_objects=True)
     assert [jsonschema.Draft202012Validator(rewritten).is_valid(v) for v in (1, "s", {}, {"a": 1})] == [True, True, False, False]
     # an `if` no schema without `not` expresses the failure of stays a condition: not closed here
-    assert llguidance_schema({"if": {"type": "object", "properties": {"a": {"pattern": "^x"}}},
+    assert llguidance_schema({"if": {"type": "object", "properties": {"a": {"pattern": "^(x)\\1"}}},
                               "then": {"required": ["a"]}}, closed_objects=True) is None
     assert llguidance_schema({"properties": {"a": {}}, "required": ["b"]}, closed_objects=True) is None  # would allow nothing
     # our date pattern under oneOf/not: exact or not, a changed part of a negation is left to ours
@@ -459,7 +468,7 @@ def test_not_and_dependencies_rewritten_for_llguidance(schema, instances):
 
 
 def test_negations_llguidance_cannot_say_stay_with_ours():
-    assert llguidance_schema({"not": {"pattern": "^a"}}, closed_objects=False) == {"not": {"pattern": "^a"}}  # llguidance refuses: ours
+    assert llguidance_schema({"not": {"pattern": "^(a)\\1"}}, closed_objects=False) == {"not": {"pattern": "^(a)\\1"}}  # a backreference: ours
     assert llguidance_schema({"not": {"type": "integer"}}, closed_objects=False) == {"not": {"type": "integer"}}  # non-integer numbers
 
 

@@ -1,0 +1,628 @@
+"""JSON Schema patterns as regular languages: lookaheads, intersections and complements written
+as one regex without lookarounds.
+
+Neither llguidance nor our regex translator has lookarounds, and schemas write exclusions with
+them (`^(?!relationships$|links$)\\w[-\\w_]*$`, `^((?!message|severity).)*$`); a `not` of a
+pattern, two patterns in an `allOf`, or a format beside a pattern ask for a complement or an
+intersection. Each of these is a regular language: a pattern is compiled to a DFA over code
+point intervals, combined (product, complement, concatenation), minimized and written back as
+a regex by state elimination (`lookaround_free`, `intersection`, `complement`).
+
+Two readings: a pattern is matched by ECMA 262 (the spec) and by Python's `re` (`jsonschema`),
+which differ on `\\d`, `\\w`, `\\s`, `.` and `$` (Python's are Unicode-aware; its `$` also
+holds before a final newline). A language used positively takes the narrow reading (what both
+accept), one under a negation the wide reading (what either accepts), so the result holds for
+both. Only lookaheads at the top level of a pattern's sequence, and `((?!X).)*` as the last
+item of an end-anchored pattern, are read; anything else raises ValueError.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from functools import lru_cache
+
+import re._constants as C  # type: ignore[import-not-found]
+import re._parser as sre  # type: ignore[import-not-found]
+
+__all__ = ["DFA", "pattern_dfa", "lookaround_free", "intersection", "complement", "to_regex"]
+
+MAX_CP = 0x10FFFF
+_MAX_NFA = 20000  # NFA states (bounded repeats are copied)
+_MAX_DFA = 4000
+_MAX_REGEX = 40000  # characters of a written regex
+
+Charset = tuple[tuple[int, int], ...]  # sorted disjoint closed intervals of code points
+_ALL: Charset = ((0, MAX_CP),)
+
+
+def _norm(intervals) -> Charset:
+    out: list[list[int]] = []
+    for lo, hi in sorted(intervals):
+        if out and lo <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return tuple((a, b) for a, b in out)
+
+
+def _invert(cs: Charset) -> Charset:
+    out, at = [], 0
+    for lo, hi in cs:
+        if lo > at:
+            out.append((at, lo - 1))
+        at = hi + 1
+    if at <= MAX_CP:
+        out.append((at, MAX_CP))
+    return tuple(out)
+
+
+def _meet(a: Charset, b: Charset) -> Charset:
+    return _invert(_norm(_invert(a) + _invert(b)))
+
+
+@lru_cache(maxsize=None)
+def _python_class(escape: str) -> Charset:
+    """The code points Python's `re` matches with `escape` (\\d, \\w, \\s) in a str pattern."""
+    rx, out, start = re.compile(escape), [], None
+    for cp in range(MAX_CP + 2):
+        hit = cp <= MAX_CP and rx.match(chr(cp)) is not None
+        if hit and start is None:
+            start = cp
+        elif not hit and start is not None:
+            out.append((start, cp - 1))
+            start = None
+    return tuple(out)
+
+
+_ECMA_SPACE = _norm([(9, 13), (32, 32), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A), (0x2028, 0x2029), (0x202F, 0x202F),
+                     (0x205F, 0x205F), (0x3000, 0x3000), (0xFEFF, 0xFEFF)])  # fmt: skip
+_ECMA = {"DIGIT": ((48, 57),), "WORD": _norm([(48, 57), (65, 90), (95, 95), (97, 122)]), "SPACE": _ECMA_SPACE}
+_PY_ESCAPE = {"DIGIT": r"\d", "WORD": r"\w", "SPACE": r"\s"}
+_PY_SPACE = _norm([(9, 13), (0x1C, 0x20), (0x85, 0x85), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A), (0x2028, 0x2029),
+                   (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000)])  # fmt: skip
+
+
+def _category(name: str, wide: bool) -> Charset:
+    """`\\d`-like classes: ECMA's and Python's common part (narrow) or both together (wide)."""
+    negated = name.startswith("CATEGORY_NOT_")
+    base = name.removeprefix("CATEGORY_NOT_").removeprefix("CATEGORY_")
+    if base not in _ECMA:
+        raise ValueError(f"unsupported class {name}")
+    # \D etc.: the complement of the other reading's \d; ECMA's \d and \w lie within Python's
+    union = wide != negated
+    python = _python_class(_PY_ESCAPE[base]) if union else _PY_SPACE if base == "SPACE" else _ECMA[base]
+    chosen = _norm(_ECMA[base] + python) if union else _meet(_ECMA[base], python)
+    return _invert(chosen) if negated else chosen
+
+
+def _dot(wide: bool, dotall: bool) -> Charset:
+    if dotall:
+        return _ALL
+    return _invert(((10, 10),)) if wide else _invert(_norm([(10, 10), (13, 13), (0x2028, 0x2029)]))
+
+
+class _NFA:
+    def __init__(self) -> None:
+        self.eps: list[list[int]] = []
+        self.edges: list[list[tuple[Charset, int]]] = []
+
+    def state(self) -> int:
+        if len(self.eps) >= _MAX_NFA:
+            raise ValueError("the pattern's automaton is too large")
+        self.eps.append([])
+        self.edges.append([])
+        return len(self.eps) - 1
+
+    def chars(self, cs: Charset) -> tuple[int, int]:
+        a, b = self.state(), self.state()
+        self.edges[a].append((cs, b))
+        return a, b
+
+    def embed(self, dfa: DFA) -> tuple[int, int]:
+        """The DFA's states as NFA states: (its start, a final state every accepting one reaches)."""
+        ids = [self.state() for _ in dfa.trans]
+        final = self.state()
+        for s, row in enumerate(dfa.trans):
+            by_target: dict[int, list[tuple[int, int]]] = {}
+            for atom, t in enumerate(row):
+                if t >= 0:
+                    by_target.setdefault(t, []).append(dfa.atoms[atom])
+            for t, ivs in by_target.items():
+                self.edges[ids[s]].append((_norm(ivs), ids[t]))
+            if s in dfa.accept:
+                self.eps[ids[s]].append(final)
+        return ids[0], final
+
+
+class DFA:
+    """Over `atoms`, intervals partitioning all code points: `trans[s][atom]` (-1: dead); state 0 starts."""
+
+    def __init__(self, atoms: list[tuple[int, int]], trans: list[list[int]], accept: set[int]) -> None:
+        self.atoms, self.trans, self.accept = atoms, trans, accept
+
+    def matches(self, text: str) -> bool:
+        lows = [lo for lo, _ in self.atoms]
+        s = 0
+        for ch in text:
+            s = self.trans[s][bisect_right(lows, ord(ch)) - 1]
+            if s < 0:
+                return False
+        return s in self.accept
+
+    def empty(self) -> bool:
+        return not self.accept
+
+
+def _atoms(charsets) -> list[tuple[int, int]]:
+    cuts = {0, MAX_CP + 1}
+    for cs in charsets:
+        for lo, hi in cs:
+            cuts.update((lo, hi + 1))
+    points = sorted(cuts)
+    return list(zip(points, [p - 1 for p in points[1:]]))
+
+
+def _covered(cs: Charset, atoms: list[tuple[int, int]], lows: list[int]) -> list[int]:
+    out = []
+    for lo, hi in cs:
+        i = bisect_right(lows, lo) - 1
+        while i < len(atoms) and atoms[i][1] <= hi:
+            out.append(i)
+            i += 1
+    return out
+
+
+def _determinize(nfa: _NFA, start: int, final: int) -> DFA:
+    atoms = _atoms(cs for row in nfa.edges for cs, _ in row)
+    lows = [lo for lo, _ in atoms]
+    moves = [[(_covered(cs, atoms, lows), t) for cs, t in row] for row in nfa.edges]
+
+    def closure(states) -> frozenset[int]:
+        seen, todo = set(states), list(states)
+        while todo:
+            for t in nfa.eps[todo.pop()]:
+                if t not in seen:
+                    seen.add(t)
+                    todo.append(t)
+        return frozenset(seen)
+
+    first = closure([start])
+    index, order, trans = {first: 0}, [first], []
+    while len(trans) < len(order):
+        targets: dict[int, set[int]] = {}
+        for s in order[len(trans)]:
+            for covered, t in moves[s]:
+                for atom in covered:
+                    targets.setdefault(atom, set()).add(t)
+        row = [-1] * len(atoms)
+        for atom, ts in targets.items():
+            nxt = closure(ts)
+            if nxt not in index:
+                if len(order) >= _MAX_DFA:
+                    raise ValueError("the pattern's automaton is too large")
+                index[nxt] = len(order)
+                order.append(nxt)
+            row[atom] = index[nxt]
+        trans.append(row)
+    return _minimize(DFA(atoms, trans, {i for i, st in enumerate(order) if final in st}))
+
+
+def _minimize(dfa: DFA) -> DFA:
+    """Trim states that cannot reach acceptance, merge equivalent ones, merge equal atoms."""
+    n = len(dfa.trans)
+    back: list[set[int]] = [set() for _ in range(n)]
+    for s, row in enumerate(dfa.trans):
+        for t in row:
+            if t >= 0:
+                back[t].add(s)
+    live, todo = set(dfa.accept), list(dfa.accept)
+    while todo:
+        for p in back[todo.pop()]:
+            if p not in live:
+                live.add(p)
+                todo.append(p)
+    if 0 not in live:
+        return DFA([(0, MAX_CP)], [[-1]], set())
+    rows = [[t if t in live else -1 for t in row] for row in dfa.trans]
+    block = [int(s in dfa.accept) if s in live else -1 for s in range(n)]
+    while True:
+        sigs: dict[tuple, int] = {}
+        new = [sigs.setdefault((block[s], tuple(block[t] if t >= 0 else -1 for t in rows[s])), len(sigs)) if s in live else -1
+               for s in range(n)]  # fmt: skip
+        if len(sigs) == len({b for b in block if b >= 0}):
+            break
+        block = new
+    reps: dict[int, int] = {}
+    for s in range(n):
+        if s in live:
+            reps.setdefault(block[s], s)
+    numbering = {block[0]: 0}
+    for b in sorted(reps, key=lambda b: reps[b]):
+        numbering.setdefault(b, len(numbering))
+    trans = [[-1] * len(dfa.atoms) for _ in numbering]
+    accept = set()
+    for b, s in reps.items():
+        trans[numbering[b]] = [numbering[block[t]] if t >= 0 else -1 for t in rows[s]]
+        if s in dfa.accept:
+            accept.add(numbering[b])
+    # atoms every state treats alike are one atom
+    columns: dict[tuple, int] = {}
+    keep, merged = [], []
+    for a in range(len(dfa.atoms)):
+        col = tuple(row[a] for row in trans)
+        if col in columns and merged[columns[col]][-1][1] + 1 == dfa.atoms[a][0]:
+            merged[columns[col]].append(dfa.atoms[a])
+        else:
+            columns[col] = len(keep)
+            keep.append(a)
+            merged.append([dfa.atoms[a]])
+    if len(keep) == len(dfa.atoms):
+        return DFA(dfa.atoms, trans, accept)
+    atoms = [(ivs[0][0], ivs[-1][1]) for ivs in merged]
+    return DFA(atoms, [[row[a] for a in keep] for row in trans], accept)
+
+
+def _product(a: DFA, b: DFA, keep) -> DFA:
+    """The pairs' automaton (-1 read as a dead sink) accepting where keep(in_a, in_b)."""
+    atoms = _atoms([[iv] for iv in a.atoms] + [[iv] for iv in b.atoms])
+    lows_a, lows_b = [lo for lo, _ in a.atoms], [lo for lo, _ in b.atoms]
+    col_a = [bisect_right(lows_a, lo) - 1 for lo, _ in atoms]
+    col_b = [bisect_right(lows_b, lo) - 1 for lo, _ in atoms]
+    sink = keep(False, False)  # both dead: a state of its own where that is accepted (a complement)
+    index, order, trans = {(0, 0): 0}, [(0, 0)], []
+    while len(trans) < len(order):
+        x, y = order[len(trans)]
+        row = []
+        for i in range(len(atoms)):
+            pair = (a.trans[x][col_a[i]] if x >= 0 else -1, b.trans[y][col_b[i]] if y >= 0 else -1)
+            if pair == (-1, -1) and not sink:
+                row.append(-1)
+                continue
+            if pair not in index:
+                if len(order) >= _MAX_DFA:
+                    raise ValueError("the patterns' automaton is too large")
+                index[pair] = len(order)
+                order.append(pair)
+            row.append(index[pair])
+        trans.append(row)
+    accept = {i for i, (x, y) in enumerate(order) if keep(x in a.accept, y in b.accept)}
+    return _minimize(DFA(atoms, trans, accept))
+
+
+def meet(a: DFA, b: DFA) -> DFA:
+    return _product(a, b, lambda x, y: x and y)
+
+
+def negate(a: DFA) -> DFA:
+    """Every string `a` does not accept (the dead state made a live sink)."""
+    nothing = DFA([(0, MAX_CP)], [[-1]], set())
+    return _product(a, nothing, lambda x, _: not x)
+
+
+def _concat(parts: list[DFA]) -> DFA:
+    nfa = _NFA()
+    ends = [nfa.embed(p) for p in parts]
+    for (_, end), (start, _) in zip(ends, ends[1:]):
+        nfa.eps[end].append(start)
+    return _determinize(nfa, ends[0][0], ends[-1][1])
+
+
+def _star_of(cs: Charset) -> DFA:
+    nfa = _NFA()
+    s = nfa.state()
+    nfa.edges[s].append((cs, s))
+    return _determinize(nfa, s, s)
+
+
+class _Reader:
+    """sre items -> automata, in one reading (wide: under a negation)."""
+
+    def __init__(self, wide: bool, flags: int) -> None:
+        if flags & (re.IGNORECASE | re.MULTILINE | re.VERBOSE | re.LOCALE):
+            raise ValueError("a pattern with inline flags other than s")
+        self.wide, self.dotall = wide, bool(flags & re.DOTALL)
+
+    def flipped(self) -> _Reader:
+        return _Reader(not self.wide, re.DOTALL if self.dotall else 0)
+
+    def charset(self, op, av) -> Charset:
+        if op is C.LITERAL:
+            return ((av, av),)
+        if op is C.NOT_LITERAL:
+            return _invert(((av, av),))
+        if op is C.ANY:
+            return _dot(self.wide, self.dotall)
+        if op is C.CATEGORY:
+            return _category(str(av), self.wide)
+        if op is C.IN:
+            negated = bool(av) and av[0][0] is C.NEGATE
+            reader = self.flipped() if negated else self
+            parts: list[tuple[int, int]] = []
+            for mop, mav in av[1:] if negated else av:
+                if mop is C.RANGE:
+                    parts.append(mav)
+                else:
+                    parts += reader.charset(mop, mav)
+            members = _norm(parts)
+            return _invert(members) if negated else members
+        raise ValueError(f"unsupported regex construct {str(op).lower()}")
+
+    def fragment(self, nfa: _NFA, items) -> tuple[int, int]:
+        start = end = nfa.state()
+        for op, av in items:
+            a, b = self.item(nfa, op, av)
+            nfa.eps[end].append(a)
+            end = b
+        return start, end
+
+    def item(self, nfa: _NFA, op, av) -> tuple[int, int]:
+        if op in (C.LITERAL, C.NOT_LITERAL, C.ANY, C.IN, C.CATEGORY):
+            return nfa.chars(self.charset(op, av))
+        if op is C.SUBPATTERN:
+            if av[1] or av[2]:
+                raise ValueError("a group with inline flags")
+            return self.fragment(nfa, av[3])
+        if op is C.BRANCH:
+            a, b = nfa.state(), nfa.state()
+            for branch in av[1]:
+                x, y = self.fragment(nfa, branch)
+                nfa.eps[a].append(x)
+                nfa.eps[y].append(b)
+            return a, b
+        if op in (C.MAX_REPEAT, C.MIN_REPEAT):  # laziness changes which match, not whether one exists
+            lo, hi, body = av
+            if lo > 1000 or (hi != C.MAXREPEAT and hi > 1000):
+                raise ValueError("a repeat bound over 1000")
+            start = end = nfa.state()
+            for _ in range(lo):
+                x, y = self.fragment(nfa, body)
+                nfa.eps[end].append(x)
+                end = y
+            if hi == C.MAXREPEAT:
+                x, y = self.fragment(nfa, body)
+                tail = nfa.state()
+                nfa.eps[end] += [x, tail]
+                nfa.eps[y] += [x, tail]
+                return start, tail
+            tail = nfa.state()
+            nfa.eps[end].append(tail)
+            for _ in range(hi - lo):
+                x, y = self.fragment(nfa, body)
+                nfa.eps[end].append(x)
+                nfa.eps[y].append(tail)
+                end = y
+            return start, tail
+        raise ValueError(f"unsupported regex construct {str(op).lower()}")
+
+    def plain(self, items) -> DFA:
+        nfa = _NFA()
+        start, end = self.fragment(nfa, items)
+        return _determinize(nfa, start, end)
+
+    def sequence(self, items: list, at_start: bool, tail: DFA) -> DFA:
+        """Strings matching `items` then `tail` in full; lookaheads among `items` read the rest
+        of the string. `at_start`: `items` begin at the string's start."""
+        for k, (op, av) in enumerate(items):
+            if op in (C.ASSERT, C.ASSERT_NOT):
+                direction, body = av
+                if direction != 1:
+                    raise ValueError("a lookbehind")
+                reader = self.flipped() if op is C.ASSERT_NOT else self
+                seen = reader.prefixed(list(body), at_start and k == 0)
+                rest = self.sequence(items[k + 1 :], False, tail)
+                rest = meet(rest, negate(seen) if op is C.ASSERT_NOT else seen)
+                return _concat([self.plain(items[:k]), rest]) if k else rest
+            if op is C.AT:
+                raise ValueError("an anchor inside a pattern")
+            if _tempered(op, av) and k == len(items) - 1 and tail.accept == {0} and _only_empty(tail):
+                body, char = _tempered(op, av)
+                seen = self.flipped().prefixed(body, False)
+                nonempty = meet(seen, negate(_only_empty_dfa()))
+                found_somewhere = _concat([_star_of(_ALL), nonempty])
+                rest = meet(_star_of(self.charset(*char)), negate(found_somewhere))
+                return _concat([self.plain(items[:k]), rest]) if k else rest
+        return _concat([self.plain(items), tail])
+
+    def prefixed(self, items: list, at_start: bool) -> DFA:
+        """Strings a lookahead body matches a prefix of (its `$` the string's end)."""
+        branches = [list(b) for b in items[0][1][1]] if len(items) == 1 and items[0][0] is C.BRANCH else [items]
+        found = None
+        for branch in branches:
+            if branch and branch[0] == (C.AT, C.AT_BEGINNING):
+                if not at_start:
+                    continue  # `^` after the string's start: this branch never matches
+                branch = branch[1:]
+            dfa = self.anchored_end(branch, at_start)
+            found = dfa if found is None else _union(found, dfa)
+        return found if found is not None else DFA([(0, MAX_CP)], [[-1]], set())
+
+    def anchored_end(self, branch: list, at_start: bool) -> DFA:
+        """`branch` then the rest of the string: anything, or the end where it ends with `$`."""
+        if branch and branch[-1][0] is C.AT and branch[-1][1] in (C.AT_END, C.AT_END_STRING):
+            newline = self.wide and branch[-1][1] is C.AT_END  # Python's `$` also before a final newline
+            end = _optional_newline() if newline else _only_empty_dfa()
+            return self.sequence(branch[:-1], at_start, end)
+        return self.sequence(branch, at_start, _star_of(_ALL))
+
+
+def _tempered(op, av):
+    """`((?!X).)*`: (X's items, the consumed character's (op, av)), else None."""
+    if op not in (C.MAX_REPEAT, C.MIN_REPEAT) or av[0] != 0 or av[1] != C.MAXREPEAT or len(av[2]) != 1:
+        return None
+    inner = av[2][0]
+    if inner[0] is C.SUBPATTERN and not inner[1][1] and not inner[1][2]:
+        inner = inner[1][3]
+    else:
+        inner = [inner]
+    if len(inner) == 2 and inner[0][0] is C.ASSERT_NOT and inner[0][1][0] == 1 and inner[1][0] in (C.ANY, C.IN, C.LITERAL, C.NOT_LITERAL, C.CATEGORY):
+        return list(inner[0][1][1]), inner[1]
+    return None
+
+
+def _only_empty_dfa() -> DFA:
+    return DFA([(0, MAX_CP)], [[-1]], {0})
+
+
+def _only_empty(dfa: DFA) -> bool:
+    return len(dfa.trans) == 1 and all(t < 0 for t in dfa.trans[0])
+
+
+def _optional_newline() -> DFA:
+    return DFA([(0, 9), (10, 10), (11, MAX_CP)], [[-1, 1, -1], [-1, -1, -1]], {0, 1})
+
+
+def _union(a: DFA, b: DFA) -> DFA:
+    return _product(a, b, lambda x, y: x or y)
+
+
+def pattern_dfa(pattern: str, wide: bool = False) -> DFA:
+    """The strings in which the JSON Schema `pattern` finds a match (`re.search`), narrow or wide
+    reading (module doc). ValueError for what is not read."""
+    if not isinstance(pattern, str):
+        raise ValueError("a pattern must be a string")
+    try:
+        tree = sre.parse(_named_groups(pattern))
+    except (re.error, RecursionError, OverflowError) as exc:
+        raise ValueError(f"invalid pattern {pattern!r}: {exc}") from exc
+    reader = _Reader(wide, tree.state.flags & ~re.UNICODE)
+    items = list(tree)
+    # the parser hoists anchors shared by every branch out of a top-level alternation
+    lead = items[:1] if items[:1] == [(C.AT, C.AT_BEGINNING)] else []
+    rest = items[len(lead):]
+    branches = [lead + list(b) for b in rest[0][1][1]] if len(rest) == 1 and rest[0][0] is C.BRANCH else [items]
+    found = None
+    for branch in branches:
+        if branch[:1] == [(C.AT, C.AT_BEGINNING)]:
+            dfa = reader.anchored_end(branch[1:], True)
+        else:  # found anywhere: anything before it
+            dfa = _concat([_star_of(_ALL), reader.anchored_end(branch, False)])
+        found = dfa if found is None else _union(found, dfa)
+    return found
+
+
+def _named_groups(pattern: str) -> str:
+    """ECMA's `(?<name>...)` as Python's `(?P<name>...)` (lookbehinds `(?<=`, `(?<!` stay)."""
+    return re.sub(r"(?<!\\)\(\?<(?=[A-Za-z_])", "(?P<", pattern)
+
+
+# ---- writing a DFA back as a regex (state elimination) ----
+
+_ALT, _CAT, _QUANT, _ATOM = range(4)  # how tightly a written regex binds
+_EPS = ("", _ATOM)
+_SURROGATES = ((0xD800, 0xDFFF),)
+_META = set("\\.+*?()|[]{}^$#&-~")
+_CLASS_META = set("\\]^-[&~")
+
+
+def _code(cp: int, in_class: bool) -> str:
+    ch = chr(cp)
+    if 0x20 <= cp < 0x7F:
+        return "\\" + ch if ch in (_CLASS_META if in_class else _META) else ch
+    return f"\\x{cp:02x}" if cp < 0x100 else f"\\u{cp:04x}" if cp <= 0xFFFF else f"\\U{cp:08x}"
+
+
+def _members(cs: Charset) -> str:
+    """Class members; ranges are cut at quotes, backslashes and controls, which stand alone
+    (as our JSON translator wants them: it writes those as escapes)."""
+    out = []
+    for lo, hi in cs:
+        for a, b in _meet(((lo, hi),), _invert(((0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)))):
+            out.append(_code(a, True) if a == b else f"{_code(a, True)}-{_code(b, True)}")
+        out += [_code(c, True) for c in range(lo, min(hi, 0x1F) + 1)]
+        out += [_code(c, True) for c in (0x22, 0x5C) if lo <= c <= hi]
+    return "".join(out)
+
+
+def _charset_regex(cs: Charset) -> tuple[str, int]:
+    cs = _meet(cs, _invert(_SURROGATES))  # not text: no engine writes a lone surrogate
+    if len(cs) == 1 and cs[0][0] == cs[0][1]:
+        return _code(cs[0][0], False), _ATOM
+    outside = _meet(_invert(cs), _invert(_SURROGATES))
+    if outside and len(outside) < len(cs):
+        return "[^" + _members(outside) + "]", _ATOM
+    return "[" + _members(cs) + "]", _ATOM
+
+
+def _grouped(r: tuple[str, int], level: int) -> str:
+    return r[0] if r[1] >= level else f"(?:{r[0]})"
+
+
+def _cat(*parts: tuple[str, int]) -> tuple[str, int]:
+    parts = tuple(p for p in parts if p != _EPS)
+    if not parts:
+        return _EPS
+    if len(parts) == 1:
+        return parts[0]
+    return "".join(_grouped(p, _CAT) for p in parts), _CAT
+
+
+def _star(r: tuple[str, int]) -> tuple[str, int]:
+    return _EPS if r == _EPS else (_grouped(r, _ATOM) + "*", _QUANT)
+
+
+def _alt(a: tuple[str, int] | None, b: tuple[str, int] | None) -> tuple[str, int] | None:
+    if a is None or a == b:
+        return b
+    if b is None:
+        return a
+    if _EPS in (a, b):
+        other = b if a == _EPS else a
+        return _grouped(other, _ATOM) + "?", _QUANT
+    return f"{_grouped(a, _ALT)}|{_grouped(b, _ALT)}", _ALT
+
+
+def to_regex(dfa: DFA) -> str | None:
+    """An anchored regex (`^(?:...)$`, full match) for the DFA's strings; None where it has none."""
+    if dfa.empty():
+        return None
+    n = len(dfa.trans)
+    start, final = n, n + 1
+    edges: dict[int, dict[int, tuple[str, int]]] = {s: {} for s in range(n + 2)}
+    for s, row in enumerate(dfa.trans):
+        by_target: dict[int, list[tuple[int, int]]] = {}
+        for atom, t in enumerate(row):
+            if t >= 0:
+                by_target.setdefault(t, []).append(dfa.atoms[atom])
+        for t, ivs in by_target.items():
+            edges[s][t] = _charset_regex(_norm(ivs))
+        if s in dfa.accept:
+            edges[s][final] = _EPS
+    edges[start][0] = _EPS
+    remaining = set(range(n))
+    while remaining:
+        into = {k: [p for p in edges if k in edges[p] and p != k] for k in remaining}
+        k = min(remaining, key=lambda k: (len(into[k]) * len([q for q in edges[k] if q != k]), k))
+        remaining.discard(k)
+        loop = _star(edges[k][k]) if k in edges[k] else _EPS
+        for p in into[k]:
+            lead = edges[p].pop(k)
+            for q, out in edges[k].items():
+                if q == k:
+                    continue
+                joined = _alt(edges[p].get(q), _cat(lead, loop, out))
+                if len(joined[0]) > _MAX_REGEX:
+                    raise ValueError(f"the pattern written without lookarounds passes {_MAX_REGEX:,} characters")
+                edges[p][q] = joined
+        del edges[k]
+    found = edges[start].get(final)
+    return None if found is None else f"^(?:{found[0]})$"
+
+
+def lookaround_free(pattern: str) -> str | None:
+    """`pattern` (search semantics, lookaheads allowed) as one anchored regex without
+    lookarounds (the narrow reading); None where no string matches it."""
+    return to_regex(pattern_dfa(pattern))
+
+
+def intersection(patterns: list[str]) -> str | None:
+    """One anchored regex for the strings every pattern finds a match in (narrow readings)."""
+    found = pattern_dfa(patterns[0])
+    for pattern in patterns[1:]:
+        found = meet(found, pattern_dfa(pattern))
+    return to_regex(found)
+
+
+def complement(pattern: str) -> str | None:
+    """One anchored regex for the strings `pattern` finds no match in (in either reading)."""
+    return to_regex(negate(pattern_dfa(pattern, wide=True)))

@@ -1,0 +1,145 @@
+"""Patterns as regular languages (grammar/regular.py): lookaheads, intersections and complements
+written without lookarounds, checked against Python's `re.search` (jsonschema's reading), and
+the schemas real collections write with them, walked through both backends."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+
+import jsonschema
+import pytest
+
+from constrained_spec.grammar import GrammarError, Vocabulary, compile_json_schema
+from constrained_spec.grammar.llguidance_backend import LLGuidanceGrammar
+from constrained_spec.grammar.regular import complement, intersection, lookaround_free
+from schema_oracle import engine_of
+from test_json_schema_keywords import _valid, _walk
+
+BYTES = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+
+# real schemas' patterns (SchemaStore: json-api, browser.i18n, emmet, luaurc, mongodb-atlas,
+# hugo; the GitHub corpus' linter rules) and small ones around each construct
+PATTERNS = [
+    r"^(?!relationships$|links$)\w[-\w_]*$", r"^((?!message|severity).)*$", r"^(?!^lucene\.|builtin\.|mongodb\.).*",
+    r"^(?!@@)[@a-zA-Z0-9_-]+$", r"^(?!variables$).+$", r"^(?!\.{1,2}$)(?!.*\/)[a-zA-Z0-9\-\._]+$", r"^(?!tag|category)$",
+    r"^x-(?!ms-).*$", r"ab", r"^a|b$", r"^(?:[A-Za-z]:|/|\\)", "a{2,3}b?", r"^[^{}/ :\\]+(?::\d+)?$", r"^\s+$|\spx\s|\spx$|^px",
+    r"(?=a)", r"^(?=.*\d)(?=.*[a-z]).{3,}$", r"^[^.]*$", r"x*", r"^$", r"^[A-Z]{3}(,[A-Z]{3})*$", r"(?<name>ab)+c",
+]  # fmt: skip
+ALPHABET = "abcdelmnstrikgy-_.@/:\\ {}x12AZ\t"
+WORDS = ["relationships", "links", "message", "severity", "lucene.", "builtin.", "@@", "variables", "..", "x-ms-", "x-", "tag",
+         "C:", " px", "px", "ab", "ABC,DEF"]  # fmt: skip
+
+
+def _strings(rng: random.Random, count: int) -> list[str]:
+    out = []
+    for _ in range(count):
+        text = "".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 12)))
+        for word in WORDS:
+            if rng.random() < 0.06:
+                at = rng.randint(0, len(text))
+                text = text[:at] + word + text[at:]
+        out.append(text)
+    return out + WORDS + ["", ".", "a", "\n", "a\n", "x\ny"]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_written_without_lookarounds_as_re_reads_them(pattern):
+    """Seeded: 1,500 strings a pattern (random over an alphabet around its literals, with its
+    words inserted), each held against `re.search`. The lookaround-free regex matches exactly
+    the same strings where ECMA and Python agree (no line breaks), and never one Python's `re`
+    does not; the complement exactly the others, and never one it matches."""
+    python = re.sub(r"\(\?<(?=[A-Za-z])", "(?P<", pattern)  # ECMA's named group, as Python writes it
+    rng = random.Random(pattern)
+    written, other = lookaround_free(pattern), None
+    try:
+        other = complement(pattern)
+    except ValueError:
+        other = "refused"  # a wide Unicode class past the size budget, a tempered token before `$`
+    assert written is None or not re.search(r"\(\?<?[=!]", written)
+    for text in _strings(rng, 1500):
+        found = re.search(python, text) is not None
+        agreed = "\n" not in text
+        mine = written is not None and re.fullmatch(written[1:-1], text) is not None
+        assert not mine or found, (text, written)
+        assert not agreed or mine == found, text
+        if other != "refused":
+            rest = other is not None and re.fullmatch(other[1:-1], text) is not None
+            assert not (rest and found), text
+            assert not agreed or rest != found, text
+
+
+def test_intersection_meets_every_pattern():
+    rng = random.Random(1)
+    pairs = [(r"^a", r"b$"), (r"^[a-z]+$", r"^(?!tag$)"), (r"\d", r"^[^2]*$"), (r"^x", r"^y")]
+    for first, second in pairs:
+        both = intersection([first, second])
+        for text in _strings(rng, 800):
+            expected = re.search(first, text) is not None and re.search(second, text) is not None
+            got = both is not None and re.fullmatch(both[1:-1], text) is not None
+            assert got == expected or ("\n" in text and not got), (first, second, text)
+    assert intersection([r"^x", r"^y"]) is None
+
+
+def test_classes_are_read_as_both_ecma_and_python_read_them():
+    """\\d, \\w, \\s: Python's are Unicode-aware, ECMA's are not (its \\s has U+FEFF): used
+    positively, a class takes what both accept; complemented, what either does."""
+    for pattern, inside, outside in [(r"^\d$", "7", "\u0663"), (r"^\w$", "k", "\u00e9"), (r"^\s$", " ", "\ufeff")]:
+        positive, negative = lookaround_free(pattern), complement(pattern)
+        assert re.fullmatch(positive[1:-1], inside) and not re.fullmatch(positive[1:-1], outside)
+        assert not re.fullmatch(negative[1:-1], inside) and not re.fullmatch(negative[1:-1], outside)
+
+
+def test_what_is_not_regular_is_refused():
+    for pattern in [r"(a)\1", r"(?<=a)b", r"a(^b)", r"(?i)a"]:
+        with pytest.raises(ValueError):
+            lookaround_free(pattern)
+
+
+JSON_API = {"type": "object", "additionalProperties": False,
+            "patternProperties": {r"^(?!relationships$|links$)\w[-\w_]*$": {"type": "integer"}}}  # fmt: skip
+
+
+@pytest.mark.parametrize("schema, texts", [
+    (JSON_API, ['{"title":1}', '{"links":1}', '{"relationships":2}', '{"link":1,"linkss":2}', '{"a-b":3}', '{"-a":1}', '{"title":"x"}']),
+    ({"type": "string", "pattern": r"^((?!message|severity).)*$"}, ['"rule"', '"no-message"', '"mess age"', '"severit"', '""']),
+    ({"type": "string", "not": {"pattern": r"^(?:[A-Za-z]:|/|\\)"}}, ['"a/b"', '"/x"', '"C:x"', '"\\\\x"', '"ab"', '""']),
+    ({"type": "string", "allOf": [{"pattern": "^a"}, {"pattern": "z$"}]}, ['"az"', '"abz"', '"a"', '"z"', '"za"']),
+    ({"type": "string", "format": "uri", "pattern": "^https?://"}, ['"https://a.b/c"', '"ftp://a"', '"http:x"', '"http://"']),
+    ({"type": "string", "pattern": "^[A-Z]{3}(,[A-Z]{3})*$", "maxLength": 7}, ['"ABC"', '"ABC,DEF"', '"ABC,DEF,GHI"', '"AB"']),
+], ids=["json-api-attributes", "tempered", "not-a-pattern", "two-patterns", "format-and-pattern", "lengths-and-pattern"])
+def test_schemas_with_such_patterns_on_both_backends(schema, texts):
+    """Once refused by our compiler (lookarounds, a complement, two patterns, a format or lengths
+    beside a pattern) and, for the first two, by llguidance: both backends now take them, and
+    every text walks as jsonschema (with format checks) judges it."""
+    for backend in ("default", "native"):
+        compiled = compile_json_schema(schema, BYTES, backend=backend)
+        for text in texts:
+            assert _walk(compiled, schema, text) == _valid(schema, text), (backend, text)
+
+
+@pytest.mark.parametrize("pattern, texts", [
+    (r'^[^"]*$', ['a"b', "ab", "a\\b"]), (r"^[^\\]*$", ["x\\y", "ab", 'a"b']), (r'^[^x"\\]*$', ["\\", '"', "a"]),
+    (r"^[^\s\"]+$", ['"', "\\", "a"]), (r"^[a\\]*$", ['"', "\\", "a\\"]),
+])  # fmt: skip
+@pytest.mark.parametrize("backend", ["default", "llguidance"])
+def test_negated_classes_hold_escaped_quotes_and_backslashes_out(pattern, texts, backend):
+    """llguidance 1.9 read the escapes `\\"` and `\\\\` into a negated class that excludes the
+    quote or backslash wherever the class admits a control character (`{"pattern": "^[^\\\\"]*$"}`
+    accepted "a\\"b"); such classes go to it without control characters, so neither is read in.
+    Every text's JSON spelling walks as jsonschema judges it, or is refused (a narrowing)."""
+    schema = {"type": "string", "pattern": pattern}
+    compiled = compile_json_schema(schema, BYTES, backend=backend)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    for value in texts:
+        text = json.dumps(value)
+        valid = jsonschema.Draft202012Validator(schema).is_valid(value)
+        assert not _walk(compiled, schema, text) or valid, text
+        if valid and "\\" not in text:
+            assert _walk(compiled, schema, text), text
+
+
+def test_a_pattern_nothing_matches_beside_others_is_refused_by_name():
+    with pytest.raises(GrammarError, match="no string meets"):
+        compile_json_schema({"type": "string", "allOf": [{"pattern": "^x"}, {"pattern": "^y"}]}, BYTES, backend="native")

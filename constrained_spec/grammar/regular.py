@@ -430,8 +430,8 @@ class _Reader:
         found = None
         for branch in branches:
             if branch and branch[0] == (C.AT, C.AT_BEGINNING):
-                if not at_start:
-                    continue  # `^` after the string's start: this branch never matches
+                if not at_start:  # (where the lookahead may stand at 0 or later, `^` holds at 0 only)
+                    raise ValueError("a `^` inside a lookahead that is not at the pattern's start")
                 branch = branch[1:]
             dfa = self.anchored_end(branch, at_start)
             found = dfa if found is None else _union(found, dfa)

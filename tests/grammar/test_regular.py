@@ -92,7 +92,7 @@ def test_classes_are_read_as_both_ecma_and_python_read_them():
 
 
 def test_what_is_not_regular_is_refused():
-    for pattern in [r"(a)\1", r"(?<=a)b", r"a(^b)", r"(?i)a"]:
+    for pattern in [r"(a)\1", r"(?<=a)b", r"a(^b)", r"(?i)a", r"(?!^a)a"]:
         with pytest.raises(ValueError):
             lookaround_free(pattern)
 

@@ -6,7 +6,6 @@ Compiled grammars are immutable, so one cache entry serves every request and thr
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import logging
@@ -181,8 +180,8 @@ def compile_json_schema(
         from .llguidance_backend import compile_llguidance
         from .llguidance_schema import escapes_held_out
 
-        held = copy.deepcopy(schema_dict)
-        if not escapes_held_out(held):  # llguidance reads escapes into some negated classes
+        held = escapes_held_out(schema_dict)
+        if held is None:  # llguidance reads escapes into some negated classes
             raise GrammarError("a pattern's negated class could not be rewritten for llguidance (it would admit escaped quotes or backslashes)")
         return _cached(key, lambda: _no_repeated_keys(compile_llguidance("json_schema", held, vocab, whitespace=whitespace, frame=frame),
                                                       vocab, schema_dict))

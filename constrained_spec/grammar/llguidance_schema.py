@@ -12,6 +12,7 @@ test_schema_differential.py).
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import math
@@ -92,14 +93,24 @@ _CLASS = re.compile(r"\[\^\]?(?:\\.|[^\]\\])*\]")  # a negated class: [^ ... ] (
 _CONTROLS = "".join(chr(c) for c in range(0x20))
 
 
-def escapes_held_out(schema: Any) -> bool:
-    """Rewrite, in place, each pattern and patternProperties key of the schema so that llguidance
+def escapes_held_out(schema: Any) -> Any:
+    """The schema with each pattern and patternProperties key rewritten so that llguidance
     cannot read an escape into a negated class that excludes it: llguidance 1.9 lets `\\"` and
-    `\\\\` through `[^"]` and `[^\\\\]` (a quote or backslash where the pattern forbids one: invalid
-    output, found by a differential test) wherever the class admits a control character. Such
-    a class is narrowed to exclude controls too (llguidance then reads no escape into it).
-    False where a class could not be rewritten exactly so."""
-    todo = [("", schema)]
+    `\\\\` through `[^"]` and `[^\\\\]` (a quote or backslash where the pattern forbids one:
+    invalid output) wherever the class admits a control character. Such a class is narrowed to
+    exclude controls too (llguidance then reads no escape into it). A copy where anything
+    changes (the caller's schema is left as it was); None where a class could not be rewritten."""
+    changed = _rewrite_classes(schema, apply=False)
+    if changed is None or not changed:
+        return None if changed is None else schema
+    schema = copy.deepcopy(schema)
+    _rewrite_classes(schema, apply=True)
+    return schema
+
+
+def _rewrite_classes(schema: Any, apply: bool) -> bool | None:
+    """Whether some pattern changes (None: one cannot be rewritten); with `apply`, in place."""
+    todo, changed = [("", schema)], False
     while todo:
         path, node = todo.pop()
         if not isinstance(node, dict):
@@ -107,18 +118,22 @@ def escapes_held_out(schema: Any) -> bool:
         if isinstance(node.get("pattern"), str):
             fixed = _controls_excluded(node["pattern"])
             if fixed is None:
-                return False
-            node["pattern"] = fixed
+                return None
+            changed |= fixed != node["pattern"]
+            if apply:
+                node["pattern"] = fixed
         if isinstance(node.get("patternProperties"), dict):
             fixed_keys = {}
             for key, sub in node["patternProperties"].items():
                 fixed = _controls_excluded(key)
                 if fixed is None or fixed in fixed_keys:
-                    return False
+                    return None
+                changed |= fixed != key
                 fixed_keys[fixed] = sub
-            node["patternProperties"] = fixed_keys
+            if apply:
+                node["patternProperties"] = fixed_keys
         todo += schema_children(node, path)
-    return True
+    return changed
 
 
 def _controls_excluded(pattern: str) -> str | None:
@@ -648,8 +663,8 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
             out["patternProperties"] = patterns
         return out
 
-    rewritten = rewrite(schema, "", False)
-    if not escapes_held_out(rewritten):
+    rewritten = escapes_held_out(rewrite(schema, "", False))
+    if rewritten is None:
         return None  # a class we could not rewrite: our compiler takes the schema
     if rewritten is False:
         return None  # no value at all: our compiler says so by name

@@ -132,6 +132,7 @@ def test_negated_classes_hold_escaped_quotes_and_backslashes_out(pattern, texts,
     schema = {"type": "string", "pattern": pattern}
     compiled = compile_json_schema(schema, BYTES, backend=backend)
     assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    assert schema == {"type": "string", "pattern": pattern}  # the caller's schema is not rewritten
     for value in texts:
         text = json.dumps(value)
         valid = jsonschema.Draft202012Validator(schema).is_valid(value)

@@ -21,7 +21,8 @@ from functools import lru_cache
 import re._constants as C  # type: ignore[import-not-found]
 import re._parser as sre  # type: ignore[import-not-found]
 
-__all__ = ["ByteDFA", "RegexUnsupported", "compile_byte_dfa", "patterns_apart", "search_superset_dfa"]
+__all__ = ["ByteDFA", "RegexUnsupported", "compile_byte_dfa", "negate_ranges", "normalize_ranges", "patterns_apart", "python_category",
+           "search_superset_dfa"]
 
 _MAXCP = sys.maxunicode
 _SURROGATES = (0xD800, 0xDFFF)
@@ -58,7 +59,7 @@ class ByteDFA:
 Ranges = tuple[tuple[int, int], ...]
 
 
-def _normalize(ranges: list[tuple[int, int]]) -> Ranges:
+def normalize_ranges(ranges: list[tuple[int, int]]) -> Ranges:
     out: list[list[int]] = []
     for lo, hi in sorted(ranges):
         if out and lo <= out[-1][1] + 1:
@@ -68,7 +69,7 @@ def _normalize(ranges: list[tuple[int, int]]) -> Ranges:
     return tuple((lo, hi) for lo, hi in out)
 
 
-def _negate(ranges: Ranges) -> Ranges:
+def negate_ranges(ranges: Ranges) -> Ranges:
     out, nxt = [], 0
     for lo, hi in ranges:
         if lo > nxt:
@@ -80,7 +81,7 @@ def _negate(ranges: Ranges) -> Ranges:
 
 
 @lru_cache(maxsize=None)
-def _category(name: str) -> Ranges:
+def python_category(name: str) -> Ranges:
     """Codepoints of a `re` category, measured once with `re` itself (exact by construction)."""
     pattern = re.compile({"DIGIT": r"\d", "WORD": r"\w", "SPACE": r"\s"}[name])
     ranges: list[tuple[int, int]] = []
@@ -105,7 +106,7 @@ def _casefold_variants(ranges: Ranges) -> Ranges:
             for v in {ch.lower(), ch.upper(), ch.swapcase()}:
                 if len(v) == 1:
                     extra.append((ord(v), ord(v)))
-    return _normalize(list(ranges) + extra)
+    return normalize_ranges(list(ranges) + extra)
 
 
 def _class_ranges(items: list, ignorecase: bool) -> Ranges:
@@ -123,14 +124,14 @@ def _class_ranges(items: list, ignorecase: bool) -> Ranges:
             base = name.removeprefix("NOT_")
             if base not in ("DIGIT", "WORD", "SPACE"):
                 raise RegexUnsupported(f"unsupported class category {av}")
-            cat = _category(base)
-            ranges.extend(_negate(cat) if name.startswith("NOT_") else cat)
+            cat = python_category(base)
+            ranges.extend(negate_ranges(cat) if name.startswith("NOT_") else cat)
         else:
             raise RegexUnsupported(f"unsupported class item {op}")
-    out = _normalize(ranges)
+    out = normalize_ranges(ranges)
     if ignorecase:
         out = _casefold_variants(out)
-    return _negate(out) if negate else out
+    return negate_ranges(out) if negate else out
 
 
 def _without_surrogates(ranges: Ranges) -> Ranges:
@@ -218,11 +219,11 @@ class _NFA:
         if op is C.LITERAL:
             return self.charset(_class_ranges([(C.LITERAL, av)], icase))
         if op is C.NOT_LITERAL:
-            return self.charset(_negate(_class_ranges([(C.LITERAL, av)], icase)))
+            return self.charset(negate_ranges(_class_ranges([(C.LITERAL, av)], icase)))
         if op is C.IN:
             return self.charset(_class_ranges(av, icase))
         if op is C.ANY:
-            return self.charset(((0, _MAXCP),) if flags & re.DOTALL else _negate(((10, 10),)))
+            return self.charset(((0, _MAXCP),) if flags & re.DOTALL else negate_ranges(((10, 10),)))
         if op is C.SUBPATTERN:
             _group, add, remove, sub = av
             return self.build(sub, (flags | add) & ~remove)

@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from functools import lru_cache
 
 import re._constants as C  # type: ignore[import-not-found]
 import re._parser as sre  # type: ignore[import-not-found]
+
+from .byte_dfa import negate_ranges as _invert
+from .byte_dfa import normalize_ranges as _norm
+from .byte_dfa import python_category
 
 __all__ = ["DFA", "pattern_dfa", "lookaround_free", "intersection", "complement", "to_regex"]
 
@@ -36,49 +39,13 @@ Charset = tuple[tuple[int, int], ...]  # sorted disjoint closed intervals of cod
 _ALL: Charset = ((0, MAX_CP),)
 
 
-def _norm(intervals) -> Charset:
-    out: list[list[int]] = []
-    for lo, hi in sorted(intervals):
-        if out and lo <= out[-1][1] + 1:
-            out[-1][1] = max(out[-1][1], hi)
-        else:
-            out.append([lo, hi])
-    return tuple((a, b) for a, b in out)
-
-
-def _invert(cs: Charset) -> Charset:
-    out, at = [], 0
-    for lo, hi in cs:
-        if lo > at:
-            out.append((at, lo - 1))
-        at = hi + 1
-    if at <= MAX_CP:
-        out.append((at, MAX_CP))
-    return tuple(out)
-
-
 def _meet(a: Charset, b: Charset) -> Charset:
     return _invert(_norm(_invert(a) + _invert(b)))
-
-
-@lru_cache(maxsize=None)
-def _python_class(escape: str) -> Charset:
-    """The code points Python's `re` matches with `escape` (\\d, \\w, \\s) in a str pattern."""
-    rx, out, start = re.compile(escape), [], None
-    for cp in range(MAX_CP + 2):
-        hit = cp <= MAX_CP and rx.match(chr(cp)) is not None
-        if hit and start is None:
-            start = cp
-        elif not hit and start is not None:
-            out.append((start, cp - 1))
-            start = None
-    return tuple(out)
 
 
 _ECMA_SPACE = _norm([(9, 13), (32, 32), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A), (0x2028, 0x2029), (0x202F, 0x202F),
                      (0x205F, 0x205F), (0x3000, 0x3000), (0xFEFF, 0xFEFF)])  # fmt: skip
 _ECMA = {"DIGIT": ((48, 57),), "WORD": _norm([(48, 57), (65, 90), (95, 95), (97, 122)]), "SPACE": _ECMA_SPACE}
-_PY_ESCAPE = {"DIGIT": r"\d", "WORD": r"\w", "SPACE": r"\s"}
 _PY_SPACE = _norm([(9, 13), (0x1C, 0x20), (0x85, 0x85), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A), (0x2028, 0x2029),
                    (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000)])  # fmt: skip
 
@@ -91,7 +58,7 @@ def _category(name: str, wide: bool) -> Charset:
         raise ValueError(f"unsupported class {name}")
     # \D etc.: the complement of the other reading's \d; ECMA's \d and \w lie within Python's
     union = wide != negated
-    python = _python_class(_PY_ESCAPE[base]) if union else _PY_SPACE if base == "SPACE" else _ECMA[base]
+    python = python_category(base) if union else _PY_SPACE if base == "SPACE" else _ECMA[base]
     chosen = _norm(_ECMA[base] + python) if union else _meet(_ECMA[base], python)
     return _invert(chosen) if negated else chosen
 
@@ -123,13 +90,8 @@ class _NFA:
         """The DFA's states as NFA states: (its start, a final state every accepting one reaches)."""
         ids = [self.state() for _ in dfa.trans]
         final = self.state()
-        for s, row in enumerate(dfa.trans):
-            by_target: dict[int, list[tuple[int, int]]] = {}
-            for atom, t in enumerate(row):
-                if t >= 0:
-                    by_target.setdefault(t, []).append(dfa.atoms[atom])
-            for t, ivs in by_target.items():
-                self.edges[ids[s]].append((_norm(ivs), ids[t]))
+        for s in range(len(dfa.trans)):
+            self.edges[ids[s]] += [(cs, ids[t]) for t, cs in dfa.edges(s).items()]
             if s in dfa.accept:
                 self.eps[ids[s]].append(final)
         return ids[0], final
@@ -140,6 +102,14 @@ class DFA:
 
     def __init__(self, atoms: list[tuple[int, int]], trans: list[list[int]], accept: set[int]) -> None:
         self.atoms, self.trans, self.accept = atoms, trans, accept
+
+    def edges(self, state: int) -> dict[int, Charset]:
+        """The state's transitions as target -> the characters leading there."""
+        by_target: dict[int, list[tuple[int, int]]] = {}
+        for atom, t in enumerate(self.trans[state]):
+            if t >= 0:
+                by_target.setdefault(t, []).append(self.atoms[atom])
+        return {t: _norm(ivs) for t, ivs in by_target.items()}
 
     def matches(self, text: str) -> bool:
         lows = [lo for lo, _ in self.atoms]
@@ -579,13 +549,8 @@ def to_regex(dfa: DFA) -> str | None:
     n = len(dfa.trans)
     start, final = n, n + 1
     edges: dict[int, dict[int, tuple[str, int]]] = {s: {} for s in range(n + 2)}
-    for s, row in enumerate(dfa.trans):
-        by_target: dict[int, list[tuple[int, int]]] = {}
-        for atom, t in enumerate(row):
-            if t >= 0:
-                by_target.setdefault(t, []).append(dfa.atoms[atom])
-        for t, ivs in by_target.items():
-            edges[s][t] = _charset_regex(_norm(ivs))
+    for s in range(n):
+        edges[s] = {t: _charset_regex(cs) for t, cs in dfa.edges(s).items()}
         if s in dfa.accept:
             edges[s][final] = _EPS
     edges[start][0] = _EPS

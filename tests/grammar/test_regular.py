@@ -85,6 +85,10 @@ def test_intersection_meets_every_pattern():
 def test_classes_are_read_as_both_ecma_and_python_read_them():
     """\\d, \\w, \\s: Python's are Unicode-aware, ECMA's are not (its \\s has U+FEFF): used
     positively, a class takes what both accept; complemented, what either does."""
+    from constrained_spec.grammar.byte_dfa import python_category
+    from constrained_spec.grammar.regular import _PY_SPACE
+
+    assert _PY_SPACE == python_category("SPACE")  # Python's \s, written out for the narrow reading
     for pattern, inside, outside in [(r"^\d$", "7", "\u0663"), (r"^\w$", "k", "\u00e9"), (r"^\s$", " ", "\ufeff")]:
         positive, negative = lookaround_free(pattern), complement(pattern)
         assert re.fullmatch(positive[1:-1], inside) and not re.fullmatch(positive[1:-1], outside)

@@ -138,18 +138,20 @@ def _rewrite_classes(schema: Any, apply: bool) -> bool | None:
 
 def _controls_excluded(pattern: str) -> str | None:
     """`pattern` with every negated class that excludes `"` or `\\` (and admits a control
-    character) excluding control characters as well; None where a class does not parse."""
+    character) excluding control characters as well. A class Python cannot read (ECMA's or
+    Rust's `\\p{L}`) is narrowed so wherever it names a quote or backslash at all. None where a
+    narrowed class would still admit a control character."""
 
     def narrowed(found: re.Match) -> str:
         text = found.group(0)
+        lead = 3 if text.startswith("[^]") else 2
+        out = text[:lead] + "\\x00-\\x1f" + text[lead:]
         try:
             cls = re.compile(text)
         except re.error:
-            raise ValueError(text) from None
+            return out if _NAMES_QUOTE_OR_BACKSLASH.search(text) else text
         if cls.fullmatch('"') and cls.fullmatch("\\") or not any(cls.fullmatch(c) for c in _CONTROLS):
             return text
-        lead = 3 if text.startswith("[^]") else 2
-        out = text[:lead] + "\\x00-\\x1f" + text[lead:]
         if any(re.fullmatch(out, c) for c in _CONTROLS):
             raise ValueError(text)
         return out
@@ -157,11 +159,12 @@ def _controls_excluded(pattern: str) -> str | None:
     if "[^" not in pattern:
         return pattern
     try:
-        out = _CLASS.sub(narrowed, pattern)
-        re.compile(out)
+        return _CLASS.sub(narrowed, pattern)
     except (ValueError, re.error):
         return None
-    return out
+
+
+_NAMES_QUOTE_OR_BACKSLASH = re.compile(r'"|\\\\|\\x(?:22|5[cC])|\\u(?:0022|005[cC])|\\u\{(?:22|5[cC])\}')
 
 
 def _pattern_twins_as_true(node: dict) -> None:

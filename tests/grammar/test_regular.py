@@ -148,3 +148,14 @@ def test_negated_classes_hold_escaped_quotes_and_backslashes_out(pattern, texts,
 def test_a_pattern_nothing_matches_beside_others_is_refused_by_name():
     with pytest.raises(GrammarError, match="no string meets"):
         compile_json_schema({"type": "string", "allOf": [{"pattern": "^x"}, {"pattern": "^y"}]}, BYTES, backend="native")
+
+
+def test_classes_python_cannot_read_are_narrowed_where_they_name_a_quote():
+    """`\\p{Lu}` (ECMA with the u flag, Rust) does not parse in Python: such a class is narrowed
+    wherever its text names a quote or backslash, and left as written otherwise."""
+    from constrained_spec.grammar.llguidance_schema import _controls_excluded
+
+    assert _controls_excluded(r'^[^\p{Lu}"]+$') == r'^[^\x00-\x1f\p{Lu}"]+$'
+    assert _controls_excluded(r"^[^\p{Lu}\x5c]+$") == r"^[^\x00-\x1f\p{Lu}\x5c]+$"
+    assert _controls_excluded(r"^[^\p{Lu}]+$") == r"^[^\p{Lu}]+$"
+    assert _controls_excluded(r"^[^ab]+$") == r"^[^ab]+$"  # admits quotes and backslashes: exact as it is

@@ -141,9 +141,9 @@ def main() -> None:
                "response_format": {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}},
                "temperature": args.temperature, "max_tokens": args.max_tokens, "seed": i} for i in range(args.requests)]
     post(url, {**bodies[0], "max_tokens": 1})  # compiles the schema on one replica before timing
-    lookahead = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "^(?=a)"}}}
+    refused = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "^(a)\\1$"}}}  # a backreference
     for what, bad in [("without a json_schema", {"messages": bodies[0]["messages"]}),
-                      ("with a schema the backend refuses", {**bodies[0], "response_format": lookahead})]:
+                      ("with a schema the backend refuses", {**bodies[0], "response_format": refused})]:
         try:  # requests the deployment cannot serve get a 400 with the reason
             post(url, bad)
             print(f"a request {what}: accepted", file=sys.stderr)

@@ -37,22 +37,6 @@ def _is_names(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(name, str) for name in value)
 
 
-def _shape_error(key: Any) -> str | None:
-    """What `key`'s value must be, for the checks below that are simple predicates."""
-    return ("a non-negative integer" if key in _COUNT else "a number" if key in _NUMBER else
-            "a number (or, in draft 4, a boolean)" if key in _BOUND else "a string" if key in _STRING else None)
-
-
-def _fits(key: str, value: Any) -> bool:
-    if key in _COUNT:
-        return _is_number(value) and value >= 0 and float(value).is_integer()
-    if key in _NUMBER:
-        return _is_number(value)
-    if key in _BOUND:
-        return _is_number(value) or isinstance(value, bool)
-    return isinstance(value, str)  # _STRING
-
-
 def check_keyword_shapes(schema: Any) -> None:
     """Raise GrammarError naming the first keyword (and its JSON pointer) whose value has the
     wrong shape, walking every schema position reachable from the root (`definitions` too)."""
@@ -96,8 +80,15 @@ def _misshapen(key: str, value: Any) -> str | None:
         return None if isinstance(value, bool) else "a boolean"
     if key == "multipleOf":
         return None if _is_number(value) and value > 0 else "a number above 0"
-    shape = _shape_error(key)
-    return None if shape is None or _fits(key, value) else shape
+    if key in _COUNT:
+        return None if _is_number(value) and value >= 0 and float(value).is_integer() else "a non-negative integer"
+    if key in _NUMBER:
+        return None if _is_number(value) else "a number"
+    if key in _BOUND:
+        return None if _is_number(value) or isinstance(value, bool) else "a number (or, in draft 4, a boolean)"
+    if key in _STRING:
+        return None if isinstance(value, str) else "a string"
+    return None
 
 
 def _shown(value: Any) -> str:

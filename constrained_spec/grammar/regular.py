@@ -111,15 +111,6 @@ class DFA:
                 by_target.setdefault(t, []).append(self.atoms[atom])
         return {t: _norm(ivs) for t, ivs in by_target.items()}
 
-    def matches(self, text: str) -> bool:
-        lows = [lo for lo, _ in self.atoms]
-        s = 0
-        for ch in text:
-            s = self.trans[s][bisect_right(lows, ord(ch)) - 1]
-            if s < 0:
-                return False
-        return s in self.accept
-
     def empty(self) -> bool:
         return not self.accept
 
@@ -385,7 +376,7 @@ class _Reader:
                 return _concat([self.plain(items[:k]), rest]) if k else rest
             if op is C.AT:
                 raise ValueError("an anchor inside a pattern")
-            if _tempered(op, av) and k == len(items) - 1 and tail.accept == {0} and _only_empty(tail):
+            if _tempered(op, av) and k == len(items) - 1 and _only_empty(tail):
                 body, char = _tempered(op, av)
                 seen = self.flipped().prefixed(body, False)
                 nonempty = meet(seen, negate(_only_empty_dfa()))
@@ -435,7 +426,8 @@ def _only_empty_dfa() -> DFA:
 
 
 def _only_empty(dfa: DFA) -> bool:
-    return len(dfa.trans) == 1 and all(t < 0 for t in dfa.trans[0])
+    """Whether the DFA's one string is the empty one (the end of the string follows)."""
+    return dfa.accept == {0} and len(dfa.trans) == 1 and all(t < 0 for t in dfa.trans[0])
 
 
 def _optional_newline() -> DFA:

@@ -325,6 +325,15 @@ def _search(pattern: str, text: str, path: str) -> bool:
         raise GrammarError(f"patternProperties key {pattern!r} at {at(path)} is not a valid regex: {exc}") from exc
 
 
+def _both(a: Any, b: Any) -> Any:
+    """The schema of values meeting `a` and `b` (boolean schemas and repeats folded)."""
+    if a is True or a == b:
+        return b
+    if b is True:
+        return a
+    return False if False in (a, b) else {"allOf": [a, b]}
+
+
 def _merge_object_members(out: dict, b: dict, path: str) -> None:
     a = dict(out)
     if a.get("patternProperties") and b.get("patternProperties") and a["patternProperties"] != b["patternProperties"]:
@@ -333,15 +342,27 @@ def _merge_object_members(out: dict, b: dict, path: str) -> None:
     props = {}
     for name in names:
         sa, sb = _member_schema(a, name, path), _member_schema(b, name, path)
-        props[name] = sa if sb is True else sb if sa is True else {"allOf": [sa, sb]}
+        props[name] = _both(sa, sb)
     out["properties"] = props
-    pattern = a.get("patternProperties") or b.get("patternProperties")
-    if pattern:
-        if (a.get("patternProperties") and b.get("additionalProperties", True) is not True) or (
-            b.get("patternProperties") and a.get("additionalProperties", True) is not True
-        ):
-            raise GrammarError(f"allOf at {pointer(path, 'allOf')} combines patternProperties with another branch's additionalProperties; not expressible")
-        out["patternProperties"] = pattern
+    patterned, other = (a, b) if a.get("patternProperties") else (b, a)
+    if patterned.get("patternProperties"):
+        # (equal patterns on both sides: a key matching one matches it on both; copied.) Else an
+        # undeclared key matching one side's pattern p meets p's schema and the other side's
+        # additionalProperties (that side has no patterns): p carries both, exact unless p also
+        # matches a name the other side declares (p's schema reaches it; additionalProperties not)
+        other_extra = True if other.get("patternProperties") else other.get("additionalProperties", True)
+        merged = dict(patterned["patternProperties"])
+        if other_extra is not True:
+            for pattern, sub in merged.items():
+                if any(_search(pattern, name, path) for name in other.get("properties", {})):
+                    raise GrammarError(f"allOf at {pointer(path, 'allOf')} combines patternProperties with another branch's "
+                                       f"additionalProperties, and pattern {pattern!r} matches a name that branch declares; "
+                                       "not expressible")
+                merged[pattern] = _both(sub, other_extra)
+        if other_extra is False:  # every undeclared key is refused either way
+            out.pop("patternProperties", None)
+        else:
+            out["patternProperties"] = merged
     xa, xb = a.get("additionalProperties", True), b.get("additionalProperties", True)
     extra = xa if xb is True else xb if xa is True else False if False in (xa, xb) else {"allOf": [xa, xb]}
     if extra is True:

@@ -48,6 +48,7 @@ MAX_OBJECT_FAILURES = 8  # ways to fail a negated object schema (each one branch
 # nested way is built): past this many the schema is refused. ~14,000 a second here; SchemaStore's
 # bundleconfig takes 4,168, utam-page-object would take 690,000 (49 s)
 MAX_EXCLUSION_NODES = 20_000
+MAX_COUNTED_FORMS = 256  # sets of optional declared keys written one by one where minProperties/maxProperties count them
 ONE_OF_NARROWED = ("a value valid by one branch is generated only where it fails every other branch in a way expressible exactly "
                    "(some are not generated; none valid by two branches is)")
 MAX_DEPTH = 3000  # JSON nesting of a schema document we accept (a schema level is ~3 JSON levels)
@@ -568,6 +569,8 @@ class _Translator:
                 # an array fails {items: S} iff it contains an item failing S
                 ways = [{"contains": {"not": part["items"]}}]
                 return self.negated_container(s, part, "array", ways, parts[i + 1 :], where)
+            elif not parts[i + 1 :] and (node := self.some_member_failing(s, part, where, path)) is not None:
+                return node
             else:  # the union of the ways to fail it, each conjoined with s and negated further
                 groups = split(part)
                 held = {**s, "additionalProperties": False} if self.closed_objects and "additionalProperties" not in s else s
@@ -646,6 +649,44 @@ class _Translator:
         if not nodes:
             raise _Empty(f"not at {where}: every value of the enclosing schema is excluded")
         return alt(*nodes)
+
+    def some_member_failing(self, s: dict, part: dict, where: str, path: str) -> Node | None:
+        """Objects of s (patternProperties, nothing declared) holding some key `part` (object
+        members only: properties/patternProperties/additionalProperties) refuses: Swagger 2.0's
+        `responses`, "some key that is not an x- extension". Exact where each of s's patterns
+        either always fails `part` (its keys match none of part's patterns and part's
+        additionalProperties is false) or never does (it equals one of part's patterns, apart from
+        the rest, whose schema is true); the body is passing* failing any*. None elsewhere."""
+        mine, theirs = s.get("patternProperties"), part.get("patternProperties", {})
+        if (_types_of(s.get("type")) != ["object"] or not mine or not isinstance(mine, dict) or not isinstance(theirs, dict)
+                or set(s) - {"type", "patternProperties", "additionalProperties", "minProperties"} or s.get("minProperties", 0) > 1
+                or not set(part) <= {"properties", "patternProperties", "additionalProperties"} or part.get("properties")):  # fmt: skip
+            return None
+        failing, passing = {}, {}
+        for pattern, sub in mine.items():
+            apart = [q for q in theirs if q != pattern and patterns_apart(q, pattern)]
+            if pattern in theirs and len(apart) == len(theirs) - 1 and self.admits_all(theirs[pattern], where):
+                passing[pattern] = sub
+            elif len(apart) == len(theirs) and part.get("additionalProperties", True) is False:
+                failing[pattern] = sub
+            else:
+                return None
+        extra = s.get("additionalProperties", False if self.closed_objects else True)
+        fail = self.extra_member(extra, failing, True, [], path) if failing else None
+        if fail is None:
+            raise _Empty(f"not at {where}: every object of the enclosing schema matches the negated one")
+        passes = self.extra_member(extra, passing, True, [], path) if passing else None
+        every = self.extra_member(extra, mine, True, [], path)
+        slots = ([Slot(passes, 0, None)] if passes is not None else []) + [Slot(fail, 1, 1), Slot(every, 0, None)]
+        return seq(Lit("{"), self.ws, members_body(slots, self.comma), self.ws, Lit("}"))
+
+    def admits_all(self, schema: Any, where: str) -> bool:
+        """Conservative: every value matches `schema` (true, {}, or only keywords set to true)."""
+        schema = self.deref(schema)
+        if not isinstance(schema, dict):
+            return schema is True
+        kept = clean(schema, where, lambda key, at: None)
+        return all(key in _VACUOUS_WHEN_TRUE and value in (True, {}) for key, value in kept.items())
 
     def negated_container(self, s: dict, part: dict, kind: str, ways: list[dict], rest: list[Any], where: str) -> dict:
         """s and not `part`, a schema of objects or arrays (`kind`) that such a value fails in one
@@ -728,26 +769,28 @@ class _Translator:
         if "multipleOf" in s:
             lo, hi = _bounds(s, path)
             return self.multiple_of(s, path, lo, hi, integer=False)
+        return self.bounded_number(s, path)
+
+    def bounded_number(self, s: dict, path: str, places: int | None = None) -> Node:
+        """Decimals (no exponent where bounded) between the bounds, at most `places` fraction digits."""
         keys = [k for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum") if k in s]
-        if not keys:
+        if not keys and places is None:
             return Rx(NUMBER)
         for k in keys:
             v = s[k]
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                raise GrammarError(f"{k} at {pointer(path, k)} must be a number")
-            if not float(v).is_integer():
-                raise GrammarError(f"{k} {v!r} at {pointer(path, k)}: only integer bounds are expressible for numbers")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise GrammarError(f"{k} at {pointer(path, k)} must be a finite number")
         lo = hi = None
         lo_excl = hi_excl = False
         if "minimum" in s:
-            lo = int(s["minimum"])
+            lo = s["minimum"]
         if "exclusiveMinimum" in s and (lo is None or s["exclusiveMinimum"] >= lo):
-            lo, lo_excl = int(s["exclusiveMinimum"]), True
+            lo, lo_excl = s["exclusiveMinimum"], True
         if "maximum" in s:
-            hi = int(s["maximum"])
+            hi = s["maximum"]
         if "exclusiveMaximum" in s and (hi is None or s["exclusiveMaximum"] <= hi):
-            hi, hi_excl = int(s["exclusiveMaximum"]), True
-        regex = number_range(lo, lo_excl, hi, hi_excl)
+            hi, hi_excl = s["exclusiveMaximum"], True
+        regex = number_range(lo, lo_excl, hi, hi_excl, places)
         if regex is None:
             raise _Empty(f"number bounds at {at(path)} allow no value")
         return Rx(regex)
@@ -775,7 +818,7 @@ class _Translator:
                 return self.integer({k: v for k, v in s.items() if k != "multipleOf"}, path)
             raise GrammarError(f"multipleOf {m!r} at {where} is not expressible (supported: integers and 10^-k)")
         if any(k in s for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")):
-            raise GrammarError(f"multipleOf {m!r} at {where} together with bounds is not expressible")
+            return self.bounded_number(s, path, places)
         return Rx(INTEGER + f"(?:\\.[0-9]{{1,{places}}})?")
 
     def string(self, s: dict, path: str) -> Node:
@@ -964,24 +1007,23 @@ class _Translator:
         declared = [n for n, _, _ in members] + sorted(forbidden)
         extra_member = self.extra_member(extra, patterns, names_schema, declared, path)
         count_declared = len(members)
-        if most is not None and most < len([m for m in members if m[2]]):
+        required_count = len([m for m in members if m[2]])
+        if most is not None and most < required_count:
             raise _Empty(f"maxProperties at {at(path)} is below the number of required properties")
+        counted = (most is not None and most < count_declared) or (
+            least > required_count and least != 1 and not (least == required_count + 1 and extra_member is not None and required_count == count_declared))
+        if counted:  # "one of these keys" and the like: written per set of declared keys present
+            body = self.counted_members(members, extra_member, least, most, path)
+            return seq(Lit("{"), self.ws, body, self.ws, Lit("}"))
         if most is not None and extra_member is not None and most < count_declared + 1:
             extra_member = None  # at most `most` keys: undeclared ones would need counting
             self.narrow(pointer(path, "maxProperties"), "no undeclared keys")
-        if most is not None and most < count_declared:
-            raise GrammarError(f"maxProperties at {pointer(path, 'maxProperties')} below the number of declared "
-                               "properties is not expressible")
         nonempty, extra_least = False, 0
-        required_count = len([m for m in members if m[2]])
         if least > required_count:
             if least == 1:
                 nonempty = True
-            elif least == required_count + 1 and extra_member is not None and required_count == len(members):
-                extra_least = 1  # every declared key present is required: one more is undeclared
             else:
-                raise GrammarError(f"minProperties {least} at {pointer(path, 'minProperties')} above the number of "
-                                   "required properties is not expressible")
+                extra_least = 1  # every declared key present is required: one more is undeclared
         slots = []
         extra_most = None if most is None else most - count_declared
         if extra_member is not None and extra_most is None and any(req for _, _, req in members):
@@ -993,6 +1035,32 @@ class _Translator:
         if body == EMPTY and nonempty:
             raise _Empty(f"minProperties at {at(path)} allows no object")
         return seq(Lit("{"), self.ws, body, self.ws, Lit("}"))
+
+    def counted_members(self, members: list[tuple[str, Node, bool]], extra: Node | None, least: int, most: int | None, path: str) -> Node:
+        """Members of an object holding least..most keys: one form per set of optional declared
+        keys present (the required ones always, schema order), undeclared keys after them making
+        up the count. Refused past MAX_COUNTED_FORMS sets."""
+        optional = [i for i, (_, _, req) in enumerate(members) if not req]
+        required_count = len(members) - len(optional)
+        forms = []
+        for size in range(len(optional) + 1):
+            present = required_count + size
+            if most is not None and present > most:
+                break
+            if extra is None and present < least:
+                continue
+            for chosen in itertools.combinations(optional, size):
+                if len(forms) == MAX_COUNTED_FORMS:
+                    raise GrammarError(f"minProperties/maxProperties at {pointer(path, 'maxProperties' if most is not None else 'minProperties')}: "
+                                       f"more than {MAX_COUNTED_FORMS} sets of declared keys to write; not expressible compactly")
+                slots = [Slot(node, 1, 1) for i, (_, node, req) in enumerate(members) if req or i in chosen]
+                if extra is not None:
+                    slots.append(Slot(extra, max(0, least - present), None if most is None else most - present))
+                forms.append(members_body(slots, self.comma, nonempty=least > 0))
+        forms = [f for f in forms if f != EMPTY or least == 0]
+        if not forms:
+            raise _Empty(f"minProperties/maxProperties at {at(path)} allow no object")
+        return alt(*forms)
 
     def extra_member(self, extra: Any, patterns: dict, names_schema: Any, declared: list[str], path: str) -> Node | None:
         """One undeclared `"key": value` member (keys never equal a declared name), or None."""
@@ -1301,6 +1369,9 @@ class SchemaSet:
     def grammar(self, root: Node) -> Grammar:
         return Grammar(root, dict(self._translator.defs))
 
+
+
+_VACUOUS_WHEN_TRUE = frozenset({"additionalProperties", "additionalItems", "items", "propertyNames", "unevaluatedProperties", "unevaluatedItems"})
 
 
 def _object_failures(part: dict) -> list[dict] | None:

@@ -6,7 +6,9 @@ grammar built from them accepts a subset of the valid instances and never an inv
 
 from __future__ import annotations
 
+import functools
 import re
+from decimal import Decimal
 from typing import Any, Callable
 
 from .regular import intersection
@@ -183,36 +185,106 @@ def multiple_of_int(m: int, lo: int | None, hi: int | None) -> str | None:
     return f"0|-?{positive}"
 
 
-def number_range(lo: int | None, lo_excl: bool, hi: int | None, hi_excl: bool) -> str | None:
-    """Decimal JSON numbers (no exponent) in the interval with integer bounds; None if empty."""
-    frac_any, frac_zero, frac_nonzero = r"(?:\.[0-9]+)?", r"(?:\.0+)?", r"\.[0-9]*[1-9][0-9]*"
-
-    def half(lo: int | None, lo_excl: bool, hi: int | None, hi_excl: bool) -> list[str]:
-        # numbers I.F >= 0 in the interval (lo >= 0 or None, i.e. from 0)
-        lo = 0 if lo is None else lo
-        out = []
-        inner = _nonneg_range(lo + 1, None if hi is None else hi - 1)
-        if inner:
-            out.append(_group(inner) + frac_any)
-        if hi is None or lo < hi:
-            out.append(f"{lo}" + (frac_nonzero if lo_excl else frac_any))
-            if hi is not None and not hi_excl:
-                out.append(f"{hi}" + frac_zero)
-        elif lo == hi and not lo_excl and not hi_excl:
-            out.append(f"{lo}" + frac_zero)
-        return out
-
+def number_range(lo: Number | None, lo_excl: bool, hi: Number | None, hi_excl: bool, places: int | None = None) -> str | None:
+    """Decimal JSON numbers (no exponent) in the interval, bounds ints, floats or Decimals (a
+    float read as its shortest repr, the text a schema holds); with `places`, at most that many
+    fraction digits (multipleOf 10^-places). None if empty."""
+    lo_d = None if lo is None else _decimal(lo)
+    hi_d = None if hi is None else _decimal(hi)
     parts = []
-    if hi is None or hi > 0 or (hi == 0 and not hi_excl):  # x >= 0 part
-        if lo is None or lo < 0:
-            parts += half(0, False, hi, hi_excl)
-        else:
-            parts += half(lo, lo_excl, hi, hi_excl)
-    if lo is None or lo < 0:  # x < 0 part: y = -x > 0
-        ylo, ylo_excl = (0, True) if hi is None or hi >= 0 else (-hi, hi_excl)
-        ys = half(ylo, ylo_excl, None if lo is None else -lo, lo_excl)
-        parts += ["-" + _group(y) for y in ys]
+    if hi_d is None or hi_d > 0 or (hi_d == 0 and not hi_excl):  # x >= 0
+        from_zero = lo_d is None or lo_d < 0
+        parts += _nonneg_part(Decimal(0) if from_zero else lo_d, False if from_zero else lo_excl, hi_d, hi_excl, places)
+    if lo_d is None or lo_d < 0:  # x < 0 as -y, y > 0 (0 was written above)
+        y_lo, y_lo_excl = (Decimal(0), True) if hi_d is None or hi_d >= 0 else (-hi_d, hi_excl)
+        parts += ["-" + _group(y) for y in _nonneg_part(y_lo, y_lo_excl, None if lo_d is None else -lo_d, lo_excl, places)]
     return "|".join(_group(p) for p in parts) if parts else None
+
+
+Number = int | float | Decimal
+
+
+def _decimal(value: Number) -> Decimal:
+    return value if isinstance(value, Decimal) else Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+
+
+def _split(value: Decimal) -> tuple[int, str]:
+    """A non-negative decimal as its integer part and its fraction's digits (no trailing zeros)."""
+    whole = int(value)
+    digits = format(value - whole, "f").partition(".")[2].rstrip("0")
+    return whole, digits
+
+
+def _nonneg_part(lo: Decimal, lo_excl: bool, hi: Decimal | None, hi_excl: bool, places: int | None) -> list[str]:
+    """Numbers I[.F] >= 0 from lo to hi (lo >= 0): the integer parts strictly inside, then lo's
+    and hi's integer parts, each with the fractions its bound allows."""
+    if hi is not None and (hi < lo or (hi == lo and (lo_excl or hi_excl))):
+        return []
+    (lo_int, lo_frac), (hi_int, hi_frac) = _split(lo), (None, None) if hi is None else _split(hi)
+    any_fraction = _fraction(None, True, None, True, places)
+    if hi_int == lo_int:
+        ends = [(lo_int, _fraction(lo_frac, not lo_excl, hi_frac, not hi_excl, places))]
+    else:
+        inner = _nonneg_range(lo_int + 1, None if hi_int is None else hi_int - 1)
+        ends = [(lo_int, _fraction(lo_frac, not lo_excl, None, True, places))]
+        if hi_int is not None:
+            ends.append((hi_int, _fraction(None, True, hi_frac, not hi_excl, places)))
+    out = [_group(inner) + any_fraction] if hi_int != lo_int and inner else []
+    return out + [f"{whole}{fraction}" for whole, fraction in ends if fraction is not None]
+
+
+def _fraction(lo: str | None, lo_incl: bool, hi: str | None, hi_incl: bool, places: int | None) -> str | None:
+    """The optional `.digits` after an integer part, whose value 0.digits lies between 0.lo and
+    0.hi (digit strings without trailing zeros; None: no bound), with at most `places` digits.
+    None if no fraction (not even none) fits."""
+    empty, nonempty = _digits(lo, lo_incl, hi, hi_incl, places)
+    if nonempty is None:
+        return "" if empty else None
+    return f"(?:\\.{_group(nonempty)})" + ("?" if empty else "")
+
+
+@functools.lru_cache(maxsize=4096)
+def _digits(lo: str | None, lo_incl: bool, hi: str | None, hi_incl: bool, places: int | None) -> tuple[bool, str | None]:
+    """Digit strings D (at most `places` long) with 0.lo <= 0.D <= 0.hi (strict where not
+    incl): whether the empty one fits, and a regex for the non-empty ones (None: none fits)."""
+    if lo == "" and lo_incl:
+        lo = None  # >= 0: no bound
+    zero_fits = lo is None and (hi is None or hi != "" or hi_incl)
+    if places == 0:
+        return zero_fits, None
+    if lo is None and hi is None:
+        return True, "[0-9]" + ("+" if places is None else f"{{1,{places}}}" if places > 1 else "")
+    if hi == "":  # at most 0: only zeros
+        return zero_fits, None if not zero_fits else "0+" if places is None else f"0{{1,{places}}}"
+    if lo == "" and hi is None and places is None:  # above 0: some non-zero digit
+        return False, "[0-9]*[1-9][0-9]*"
+    rest = None if places is None else places - 1
+    by_tail: dict[str, list[int]] = {}
+    for digit in range(10):
+        low = lo if lo is None else lo[1:] if (lo[:1] or "0") == str(digit) else None if int(lo[:1] or "0") < digit else False
+        high = hi if hi is None else hi[1:] if hi[0] == str(digit) else None if int(hi[0]) > digit else False
+        if low is False or high is False:
+            continue
+        empty, tail = _digits(low, lo_incl if low is not None else True, high, hi_incl if high is not None else True, rest)
+        if tail is not None or empty:
+            by_tail.setdefault("" if tail is None else _optional(tail) if empty else _group(tail), []).append(digit)
+    pieces = [_digit_class(digits) + tail for tail, digits in by_tail.items()]
+    return zero_fits, "|".join(pieces) if pieces else None
+
+
+def _optional(regex: str) -> str:
+    """`regex` or nothing."""
+    if regex in ("[0-9]+", "0+"):
+        return regex[:-1] + "*"
+    return f"(?:{regex})?"
+
+
+def _digit_class(digits: list[int]) -> str:
+    if len(digits) == 1:
+        return str(digits[0])
+    if digits == list(range(digits[0], digits[-1] + 1)):
+        return f"[{digits[0]}-{digits[-1]}]"
+    return "[" + "".join(map(str, digits)) + "]"
 
 
 _REGULAR_BOUND = 64  # lengths met with a pattern's automaton up to this bound (the regex grows with it)

@@ -212,6 +212,32 @@ def test_undeclared_key_counted_natively(schema):
         assert _walk(compiled, schema, text) == _valid(schema, text), text
 
 
+SWAGGER_RESPONSES = {  # Swagger 2.0's `responses`: status codes or x- extensions, not only extensions
+    "$defs": {"extension": {"additionalProperties": True, "additionalItems": True}, "response": {"type": "object", "required": ["d"]}},
+    "type": "object", "minProperties": 1, "additionalProperties": False,
+    "patternProperties": {"^([0-9]{3})$|^(default)$": {"$ref": "#/$defs/response"}, "^x-": {"$ref": "#/$defs/extension"}},
+    "not": {"type": "object", "additionalProperties": False, "patternProperties": {"^x-": {"$ref": "#/$defs/extension"}}},
+}
+
+
+@pytest.mark.parametrize("backend", ["default", "native"])
+def test_some_key_outside_the_negated_patterns(backend):
+    """`not` of "every key is an extension" beside patternProperties: some member of a kind the
+    negated schema refuses, written passing-members* failing-member any-members* (was refused:
+    no positive keyword says "some key matches P")."""
+    schema = SWAGGER_RESPONSES
+    compiled = compile_json_schema(schema, BYTES, backend=backend)
+    texts = ["{}", '{"200":{"d":1}}', '{"x-a":1}', '{"x-a":1,"x-b":[2]}', '{"x-a":1,"404":{"d":0}}', '{"default":{"d":1},"x-a":{}}',
+             '{"x-a":1,"x-b":2,"500":{"d":3},"x-c":4,"201":{"d":5}}', '{"200":{}}', '{"abc":{"d":1}}', '{"x-a":1,"200":1}']  # fmt: skip
+    assert {_valid(schema, t) for t in texts} == {True, False}
+    for text in texts:
+        assert _walk(compiled, schema, text) == _valid(schema, text), text
+    # a kind the negated schema neither always refuses nor always takes: still refused by name
+    partly = {**schema, "not": {"additionalProperties": False, "patternProperties": {"^x-": {"type": "integer"}}}}
+    with pytest.raises(GrammarError, match="not at /not"):
+        compile_json_schema(partly, BYTES, backend="native")
+
+
 def test_strings_except_long_words_is_flat_and_exact():
     """Every string but the given words, for short words (nested) and words past 40 characters
     (flat: nested, two groups a character passed Rust regex-syntax's nesting limit of 250, and

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .json_dialects import in_declared_drafts, may_hold_older_forms
+from .json_unevaluated import unevaluated_as_additional
 from .json_ir import Grammar, Lit, RecursiveGrammar, seq
 from .json_refs import bundle, without_unreachable_definitions
 from .json_schema import deep_recursion, json_value_grammar, normalize_schema, schema_to_grammar
@@ -169,6 +170,9 @@ def compile_json_schema(
             schema_log.info("JSON schema: keywords its declared draft does not read (a later draft's, beside $ref before "
                             "2019-09, or draft 3's boolean `required`), ignored as validators do: %s",
                             ", ".join(f"{k} (at {v})" for k, v in later.items()))
+        static = unevaluated_as_additional(schema_dict)  # where the keys it sees are known in advance
+        if static is not schema_dict:
+            schema_dict, text = static, json.dumps(static, sort_keys=True)
         reachable = without_unreachable_definitions(schema_dict)  # llguidance resolves every $ref in the document
         if reachable is not schema_dict:
             schema_dict, text = reachable, json.dumps(reachable, sort_keys=True)

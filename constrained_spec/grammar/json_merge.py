@@ -336,8 +336,13 @@ def _both(a: Any, b: Any) -> Any:
 
 def _merge_object_members(out: dict, b: dict, path: str) -> None:
     a = dict(out)
-    if a.get("patternProperties") and b.get("patternProperties") and a["patternProperties"] != b["patternProperties"]:
-        raise GrammarError(f"allOf at {pointer(path, 'allOf')} combines two different patternProperties; not expressible")
+    pa, pb = a.get("patternProperties"), b.get("patternProperties")
+    if pa and pb and pa != pb:
+        if set(pa) != set(pb):
+            raise GrammarError(f"allOf at {pointer(path, 'allOf')} combines two different patternProperties; not expressible")
+        # the same patterns: a key matches the same ones on both sides, and meets both schemas of each
+        both = {p: _both(pa[p], pb[p]) for p in pa}
+        a, b = {**a, "patternProperties": both}, {**b, "patternProperties": both}
     names = list(dict.fromkeys([*a.get("properties", {}), *b.get("properties", {})]))
     props = {}
     for name in names:

@@ -544,7 +544,6 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         _pattern_twins_as_true(out)
         _subsumed_names_skipped(out, checks.deref)
         _discriminated_conditions(out)
-        _unevaluated_as_additional(out, checks.deref)
         conditions = _dependencies_as_conditions(out)  # llguidance has neither, nor `not`:
         conditions += _property_counts_as_key_sets(out) + _min_properties_as_condition(out)
         wide = _wide_number_bounds(out)
@@ -991,46 +990,6 @@ def _discriminated_conditions(node: dict) -> None:
     if node.get("type") != "object":
         branches.append({"type": ["null", "boolean", "number", "string", "array"], "allOf": thens})
     node["allOf"] = [*rest, {"anyOf": branches}]
-
-
-_IN_PLACE = ("allOf", "anyOf", "oneOf", "if", "then", "else", "$ref")
-_EVALUATES = frozenset({"properties", "patternProperties", "additionalProperties", "unevaluatedProperties"})
-
-
-def _evaluates_properties(node: Any, deref: Callable[[Any], Any], depth: int = 0) -> bool:
-    """Whether `node`, applied in place, may evaluate properties (declare, pattern-match or
-    cover them), through references and in-place applicators; `not` never does. True where
-    unsure."""
-    if depth > 32:
-        return True
-    if isinstance(node, list):
-        return any(_evaluates_properties(n, deref, depth + 1) for n in node)
-    if not isinstance(node, dict):
-        return False
-    if _EVALUATES & set(node):
-        return True
-    if "$ref" in node:
-        try:
-            if _evaluates_properties(deref({"$ref": node["$ref"]}), deref, depth + 1):
-                return True
-        except (GrammarError, RecursionError):
-            return True
-    parts = [node[k] for k in _IN_PLACE if k != "$ref" and k in node]
-    if isinstance(node.get("dependentSchemas"), dict):
-        parts += list(node["dependentSchemas"].values())
-    return any(_evaluates_properties(p, deref, depth + 1) for p in parts)
-
-
-def _unevaluated_as_additional(node: dict, deref: Callable[[Any], Any]) -> None:
-    """`unevaluatedProperties` where nothing applied in place evaluates properties (enonic-xp's
-    form fragment: a oneOf of `required` and `not`) covers exactly the keys its own properties
-    and patterns leave: `additionalProperties` (which llguidance has; it lacks the other)."""
-    if "unevaluatedProperties" not in node or "additionalProperties" in node:
-        return
-    inner = {k: v for k, v in node.items() if k in _IN_PLACE or k == "dependentSchemas"}
-    if _evaluates_properties(inner, deref):
-        return
-    node["additionalProperties"] = node.pop("unevaluatedProperties")
 
 
 def _dependencies_as_conditions(node: dict) -> list[Any]:

@@ -45,6 +45,14 @@ KNOWN_VALID_REJECTED = {
     ("properties.json", "properties, patternProperties, additionalProperties interaction", "additionalProperty validates others"): PATTERN_ONLY,
     ("type.json", "integer type matches integers", "a float with zero fractional part is an integer"): CANONICAL,
     ("oneOf.json", "oneOf", "second oneOf valid"): ONE_OF,
+    # unevaluatedProperties read as additionalProperties where the keys it sees are static:
+    # what is left open is free-form (additionalProperties true, or an inner unevaluated one)
+    ("unevaluatedProperties.json", "nested unevaluatedProperties, outer false, inner true, properties inside", "with nested unevaluated properties"): RECURSIVE,
+    ("unevaluatedProperties.json", "nested unevaluatedProperties, outer false, inner true, properties outside", "with nested unevaluated properties"): RECURSIVE,
+    ("unevaluatedProperties.json", "unevaluatedProperties with adjacent bool additionalProperties", "with additional properties"): RECURSIVE,
+    ("unevaluatedProperties.json", "unevaluatedProperties with adjacent bool additionalProperties", "with no additional properties"): RECURSIVE,
+    ("unevaluatedProperties.json", "unevaluatedProperties with nested additionalProperties", "with additional properties"): RECURSIVE,
+    ("unevaluatedProperties.json", "unevaluatedProperties with nested unevaluatedProperties", "with nested unevaluated properties"): RECURSIVE,
 }
 
 

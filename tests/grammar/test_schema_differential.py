@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 from constrained_spec.grammar import GrammarError, compile_json_schema
 from constrained_spec.grammar.json_schema import ONE_OF_NARROWED, schema_to_grammar
 from constrained_spec.grammar.json_terminals import FORMAT_PATTERNS
+from constrained_spec.grammar.json_unevaluated import unevaluated_as_additional
 from constrained_spec.grammar.lark_engine import compile_lark
 from constrained_spec.grammar.llguidance_backend import LLGuidanceGrammar
 from constrained_spec.grammar.llguidance_schema import NEGATION_NARROWED, llguidance_schema
@@ -80,19 +81,20 @@ class Harness:
         """jsonschema on `schema`; completeness is checked inside what the compiler documents it
         generates (generation_schema)."""
         rewrite_narrowed: dict[str, str] = {}
+        generated = unevaluated_as_additional(schema)  # (exact: what both backends are given)
         try:
-            llguidance_schema(schema, closed_objects=False, narrowed=rewrite_narrowed)
+            llguidance_schema(generated, closed_objects=False, narrowed=rewrite_narrowed)
         except (GrammarError, RecursionError):
             pass
         if NEGATION_NARROWED in rewrite_narrowed.values():
             return Oracle(schema, soundness_only=True)  # the default backend leaves inexpressible ways to fail out
         try:
-            grammar = schema_to_grammar(schema)
+            grammar = schema_to_grammar(generated)
         except (GrammarError, RecursionError):
             return Oracle(schema)
         if any(why.startswith(ONE_OF_NARROWED) for why in grammar.narrowed.values()):
             return Oracle(schema, soundness_only=True)  # which values each branch keeps is the compiler's choice
-        return Oracle(schema, generation_schema(schema, not grammar.free_extras))  # closed: recursive, or over the open-objects budget
+        return Oracle(schema, generation_schema(generated, not grammar.free_extras))  # closed: recursive, or over the open-objects budget
 
     def engines(self, schema) -> dict:
         engines = {}
@@ -102,8 +104,9 @@ class Harness:
             engines[name] = default
             if name == "regex":  # the same grammar on the Lark path, uniqueItems on top as there
                 unique: list[str] = []
-                grammar = schema_to_grammar(schema, unique_items=unique)
-                if grammar.free_extras == schema_to_grammar(schema).free_extras:  # else another language (the oracle's is the regex one's)
+                generated = unevaluated_as_additional(schema)
+                grammar = schema_to_grammar(generated, unique_items=unique)
+                if grammar.free_extras == schema_to_grammar(generated).free_extras:  # else another language (the oracle's is the regex one's)
                     lark = compile_lark(grammar.to_lark(), self.vocab)
                     engines["lark"] = UniqueItemsGrammar(lark, self.vocab, schema) if unique else lark
         except GrammarError:

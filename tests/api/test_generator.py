@@ -88,7 +88,7 @@ def test_module_level_generate_uses_the_shared_generator(generator, monkeypatch)
 @pytest.mark.parametrize(
     "kwargs, error, message",
     [
-        (dict(schema={"type": "object", "allOf": [{"properties": {"a": {}}}], "unevaluatedProperties": False}), GrammarError, "unevaluatedProperties"),
+        (dict(schema={"type": "object", "anyOf": [{"properties": {"a": {}}}, {"required": ["b"]}], "unevaluatedProperties": False}), GrammarError, "unevaluatedProperties"),
         (dict(schema={"type": "strin"}), ValueError, "invalid JSON schema at type"),
         (dict(grammar="no_such_grammar_name"), ValueError, "unknown bundled grammar 'no_such_grammar_name'; available: arithmetic"),
         (dict(regex="(unclosed"), GrammarError, "cannot compile regex '(unclosed'"),

@@ -216,7 +216,7 @@ def test_schema_file_path_as_schema_gets_a_hint(tmp_path):
         ({"grammar": "no_such_bundled_grammar"}, "unknown bundled grammar"),
         ({"schema": {"type": "strng"}}, "invalid JSON schema"),
         ({"schema": {"type": "string", "pattern": "(?<=a)b"}}, "unsupported|lookbehind"),
-        ({"schema": {"type": "object", "allOf": [{"properties": {"a": {}}}], "unevaluatedProperties": False}}, "unevaluatedProperties"),
+        ({"schema": {"type": "object", "anyOf": [{"properties": {"a": {}}}, {"required": ["b"]}], "unevaluatedProperties": False}}, "unevaluatedProperties"),
         ({"choices": []}, "choices"),
         ({"regex": "a", "choices": ["b"]}, "exactly one constraint"),
     ],

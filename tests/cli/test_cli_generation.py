@@ -65,7 +65,7 @@ def test_incomplete_output_exits_3(cli_with_model, capsys):
 )
 def test_constraint_errors_exit_2(cli_with_model, capsys, tmp_path, argv, message):
     schema = tmp_path / "s.json"
-    schema.write_text('{"type": "object", "allOf": [{"properties": {"a": {}}}], "unevaluatedProperties": false}')
+    schema.write_text('{"type": "object", "anyOf": [{"properties": {"a": {}}}, {"required": ["b"]}], "unevaluatedProperties": false}')
     code = cli_with_model([a.replace("{schema}", str(schema)) for a in argv])
     out, err = capsys.readouterr()
     assert code == EXIT_BAD_INPUT

@@ -13,6 +13,8 @@ the lexer uses; `compile_lark` substitutes greedy equivalents for Lark's common 
 
 from __future__ import annotations
 
+import functools
+
 import re
 import sys
 from dataclasses import dataclass
@@ -42,6 +44,12 @@ class ByteDFA:
     @property
     def num_states(self) -> int:
         return len(self.trans)
+
+    @functools.cached_property
+    def byte_classes(self) -> tuple[int, ...]:
+        """For each byte, its class: bytes with the same transition in every state share one."""
+        ids: dict[tuple[int, ...], int] = {}
+        return tuple(ids.setdefault(column, len(ids)) for column in zip(*self.trans)) if self.trans else (0,) * 256
 
     def run(self, data: bytes, state: int = 0) -> int:
         for b in data:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from typing import Any
 from .protocol import GrammarError
 from .regex_backend import regex_escape
 
-__all__ = ["Node", "Lit", "Rx", "Seq", "Alt", "Rep", "Ref", "Grammar", "RecursiveGrammar", "GrammarTooLarge", "seq", "alt", "opt", "regex_size", "MAX_REGEX_CHARS", "MAX_LARK_ALTERNATIVES"]
+__all__ = ["Node", "Lit", "Rx", "Seq", "Alt", "Chain", "Rep", "Ref", "Grammar", "RecursiveGrammar", "GrammarTooLarge", "seq", "alt", "opt", "regex_size", "MAX_REGEX_CHARS", "MAX_LARK_ALTERNATIVES"]
 
 # outlines-core builds a DFA at ~3.6 us per regex character here (1M chars: ~4 s). A schema can
 # expand exponentially (each array level writes its item twice: `[item(,item)*]`), so regexes
@@ -36,6 +37,12 @@ MAX_LARK_TOTAL_ALTERNATIVES = 4_096
 # limits above, `to_lark` writes it again with BESIDE_SPLIT_ALTERNATIVES and recursive options merged.
 AROUND_RECURSION_ALTERNATIVES = 512
 BESIDE_SPLIT_ALTERNATIVES = 64
+# A recursive sequence, or an alternation with a `Chain`, that would make more Lark alternatives
+# than this in its rule is written right-nested instead: each tail of it a rule of its own,
+# a sequence's rules keeping at most TAIL_ALTERNATIVES inline (fewer LALR states: 413 against
+# 1,791 at 64 for 61 optional members around a required one; 3 s to compile against 10 s).
+CHAIN_ABOVE = 64
+TAIL_ALTERNATIVES = 8
 
 
 def _per_lark_call(seen_at: int | None = None) -> Callable:
@@ -83,8 +90,20 @@ class Seq(Node):
 
 
 @dataclass(frozen=True)
+class Chain:
+    """The language of an alternation, written right-nested for Lark: option k is `firsts[k]`
+    followed by `leads[k+1:]`, and each tail of `leads` becomes one rule, shared by every option
+    (linear). An object body of optional members is built left-nested for the regex engine (each
+    member written twice keeps the DFA small) but that form makes 2^n alternatives in one Lark
+    rule; a left-nested rule instead would need two tokens of lookahead at each ","."""
+    firsts: tuple[Node, ...]
+    leads: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
 class Alt(Node):
     options: tuple[Node, ...]
+    chain: Chain | None = field(default=None, compare=False, repr=False)  # the same language, for Lark
 
 
 @dataclass(frozen=True)
@@ -218,19 +237,23 @@ class Grammar:
         self._around = around
         self._bodies: bool | str = "auto"
         self._merged = False
+        self._tails: dict[str, tuple[str, int]] = {}  # rule name -> (body, alternatives)
         try:
             return self._lark_rules()
         finally:
-            del self._memo, self._around, self._bodies, self._merged
+            del self._memo, self._around, self._bodies, self._merged, self._tails
 
     def _lark_rules(self) -> str:
         cyclic = self.cyclic_names()
         rules = {"start": self._lark(self.root, cyclic)}
         for name in sorted(cyclic):
             rules[_rule_name(name)] = self._lark(self.defs[name], cyclic)
+        counts = [(name, self._lark_alternatives(node, cyclic)) for name, node in [("start", self.root)] + [(n, self.defs[n]) for n in sorted(cyclic)]]
+        for name, (body, count) in sorted(self._tails.items()):
+            rules[name] = body
+            counts.append((name, count))
         total = 0
-        for name, node in [("start", self.root)] + [(n, self.defs[n]) for n in sorted(cyclic)]:
-            count = self._lark_alternatives(node, cyclic)
+        for name, count in counts:
             if count > MAX_LARK_ALTERNATIVES:
                 raise GrammarTooLarge(f"the grammar's rule {name!r} would expand to more than {MAX_LARK_ALTERNATIVES:,} "
                                       "alternatives in Lark: too many optional members around recursive values")
@@ -249,6 +272,20 @@ class Grammar:
             return 1 if head is None else self._lark_alternatives(seq(*head.items[1:]), cyclic)
         if isinstance(node, Ref):
             return 1 if node.name in cyclic else self._lark_alternatives(self.defs[node.name], cyclic)
+        if isinstance(node, (Seq, Alt)):
+            return self._chain_alternatives(node, cyclic) if self._chained(node, cyclic) else self._inline_alternatives(node, cyclic)
+        if isinstance(node, Rep):
+            item = self._lark_alternatives(node.item, cyclic)
+            if node.max is None:
+                if item > MAX_LARK_ALTERNATIVES:
+                    return item
+                return min(item ** node.min * 2, MAX_LARK_ALTERNATIVES + 1)
+            return min(item ** node.min * sum(item**k for k in range(node.max - node.min + 1)), MAX_LARK_ALTERNATIVES + 1)
+        return 1  # EMPTY
+
+    @_per_lark_call()
+    def _inline_alternatives(self, node: Node, cyclic: set[str]) -> int:
+        """How many alternatives a sequence or an alternation makes written inline, in one rule."""
         if isinstance(node, Seq):
             count = 1
             for item in node.items:
@@ -262,14 +299,82 @@ class Grammar:
             else:
                 counts = [self._lark_alternatives(o, cyclic) for o in options]
             return min(sum(counts) + (len(options) < len(node.options)), MAX_LARK_ALTERNATIVES + 1)
-        if isinstance(node, Rep):
-            item = self._lark_alternatives(node.item, cyclic)
-            if node.max is None:
-                if item > MAX_LARK_ALTERNATIVES:
-                    return item
-                return min(item ** node.min * 2, MAX_LARK_ALTERNATIVES + 1)
-            return min(item ** node.min * sum(item**k for k in range(node.max - node.min + 1)), MAX_LARK_ALTERNATIVES + 1)
-        return 1  # EMPTY
+        raise TypeError(f"not a sequence or an alternation: {node!r}")
+
+    @_per_lark_call()
+    def _chained(self, node: Node, cyclic: set[str]) -> bool:
+        """Whether `_lark` writes this recursive sequence, or alternation with a `Chain`,
+        right-nested (`_lark_chain`): written inline it would make more than CHAIN_ABOVE
+        alternatives. Splitting a sequence only at the end of a rule never needs more lookahead
+        than the rule written whole: each tail is reduced where the whole rule would have been."""
+        chainable = (isinstance(node, Seq) and len(node.items) > 1) or (isinstance(node, Alt) and node.chain is not None)
+        return chainable and self._has_cycle_ref(node, cyclic) and self._inline_alternatives(node, cyclic) > CHAIN_ABOVE
+
+    def _seq_cut(self, node: Seq, cyclic: set[str]) -> tuple[int, int]:
+        """Where a chained sequence's tail rule starts (after at least one item, before the
+        alternatives of the items kept inline pass TAIL_ALTERNATIVES), and those alternatives."""
+        cut, count = 1, self._lark_alternatives(node.items[0], cyclic)
+        while cut < len(node.items) - 1:
+            more = count * self._lark_alternatives(node.items[cut], cyclic)
+            if more > TAIL_ALTERNATIVES:
+                break
+            cut, count = cut + 1, more
+        return cut, min(count, MAX_LARK_ALTERNATIVES + 1)
+
+    @_per_lark_call()
+    def _chain_alternatives(self, node: Node, cyclic: set[str]) -> int:
+        """How many alternatives `_lark_chain(node)` writes in the rule it is in (its tail rules
+        are counted where they are written, in `_tails`)."""
+        if isinstance(node, Seq):
+            return self._seq_cut(node, cyclic)[1]
+        assert isinstance(node, Alt) and node.chain is not None
+        with self._bodies_for([*node.chain.firsts, *node.chain.leads], cyclic):
+            count = 0
+            for first in node.chain.firsts:
+                ways = 1
+                for item in self._flat_items(first):
+                    ways = min(ways * self._member_alternatives(item, cyclic), MAX_LARK_ALTERNATIVES + 1)
+                count += ways
+        return min(count, MAX_LARK_ALTERNATIVES + 1)
+
+    def _lark_chain(self, node: Node, cyclic: set[str]) -> str:
+        """A chained node (`_chained`) as an atom whose tails are rules of their own: a sequence
+        keeps its first items inline; an alternation with a `Chain` is written option by option,
+        member by member as `_lark_beside_split` writes them (the same terminals as a sibling's),
+        each option's remaining optional members one shared tail rule."""
+        if isinstance(node, Seq):
+            cut = self._seq_cut(node, cyclic)[0]
+            tail = self._tail_rule(node.items[cut:], cyclic)
+            return "(" + " ".join([self._lark(i, cyclic) for i in node.items[:cut]] + [tail]) + ")"
+        assert isinstance(node, Alt) and node.chain is not None
+        firsts, leads = node.chain.firsts, node.chain.leads
+        with self._bodies_for([*firsts, *leads], cyclic):
+            tails: list[str] = [""] * (len(leads) + 1)
+            for j in reversed(range(1, len(leads))):
+                body = " ".join(p for p in (self._lark_member(leads[j], cyclic), tails[j + 1]) if p)
+                tails[j] = self._name_tail(body, self._member_alternatives(leads[j], cyclic))
+            options = []
+            for k, first in enumerate(firsts):
+                parts = [self._lark_member(i, cyclic) for i in self._flat_items(first)] + [tails[k + 1]]
+                options.append("(" + " ".join(p for p in parts if p) + ")")
+        return "(" + " | ".join(options) + ")"
+
+    def _tail_rule(self, items: tuple[Node, ...], cyclic: set[str]) -> str:
+        """The rule of a chained sequence's last items, written item by item as the sequence was
+        (merged into one terminal, `(,"q1":..)?,"q2":..}` would swallow the "," our lexer must
+        see alone), chained again where they make too many alternatives."""
+        if len(items) == 1:
+            return self._name_tail(self._lark(items[0], cyclic), self._lark_alternatives(items[0], cyclic))
+        rest = Seq(items)
+        if self._inline_alternatives(rest, cyclic) > TAIL_ALTERNATIVES:
+            return self._name_tail(self._lark_chain(rest, cyclic), self._chain_alternatives(rest, cyclic))
+        return self._name_tail("(" + " ".join(self._lark(i, cyclic) for i in items) + ")", self._inline_alternatives(rest, cyclic))
+
+    def _name_tail(self, body: str, count: int) -> str:
+        """The rule holding `body` (one per distinct body: equal tails are one rule)."""
+        name = "t_" + hashlib.blake2b(body.encode(), digest_size=8).hexdigest()
+        self._tails.setdefault(name, (body, count))
+        return name
 
     @_per_lark_call(seen_at=1)
     def _has_cycle_ref(self, node: Node, cyclic: set[str], seen: frozenset[str] = frozenset()) -> bool:
@@ -314,6 +419,8 @@ class Grammar:
             return '""'
         if isinstance(node, (Lit, Rx)):
             raise TypeError(f"unexpected empty leaf {node!r}")
+        if isinstance(node, (Seq, Alt)) and self._chained(node, cyclic):
+            return self._lark_chain(node, cyclic)
         if isinstance(node, Seq):
             return "(" + " ".join(self._lark(i, cyclic) for i in node.items) + ")"
         if isinstance(node, Alt):

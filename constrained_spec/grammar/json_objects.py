@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .json_ir import EMPTY, Node, Rep, alt, opt, regex_size, seq
+from .json_ir import EMPTY, Alt, Chain, Node, Rep, alt, opt, regex_size, seq
 
 __all__ = ["Slot", "members_body"]
 
@@ -67,4 +67,6 @@ def members_body(slots: list[Slot], comma: Node, nonempty: bool = False) -> Node
             body = alt(seq(opt(seq(body, comma)), first(group[0])), body)
         else:
             body = alt(seq(body, *(lead(t) for t in group)), alone(group))
+    if isinstance(body, Alt):  # the same members right-nested, for Lark where they recurse
+        body = Alt(body.options, Chain(tuple(first(s) for s in slots), tuple(lead(s) for s in slots)))
     return body if nonempty else opt(body)

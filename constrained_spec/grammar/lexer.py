@@ -85,6 +85,13 @@ class LexerContext:
         dfas = [t.dfa for t in terms]
         embedded, unless = _unless_rules(terms)
 
+        # Bytes every terminal treats alike (same column in each DFA) lead to the same product
+        # state: the walk visits one byte per class, in byte order, so states are numbered as a
+        # byte-by-byte walk numbers them (JSON contexts have ~20 classes, not 256).
+        ranks: dict[tuple[int, ...], int] = {}
+        rank_of = [ranks.setdefault(joint, len(ranks)) for joint in zip(*(d.byte_classes for d in dfas))] if dfas else [0] * 256
+        first_bytes = [rank_of.index(k) for k in range(len(ranks) or 1)]  # one byte per class, in byte order
+
         start = tuple(0 for _ in dfas)
         ids = {start: 0}
         order = [start]
@@ -92,8 +99,8 @@ class LexerContext:
         while len(rows) < len(order):
             cur = order[len(rows)]
             live = [i for i, q in enumerate(cur) if q >= 0]
-            row = [-1] * 256
-            for b in range(256):
+            targets = [-1] * len(first_bytes)
+            for k, b in enumerate(first_bytes):
                 nxt = [-1] * len(dfas)
                 any_alive = False
                 for i in live:
@@ -108,8 +115,8 @@ class LexerContext:
                         raise GrammarError(f"lexer automaton over {self.terms} exceeds {max_states} states")
                     ids[key] = len(order)
                     order.append(key)
-                row[b] = ids[key]
-            rows.append(row)
+                targets[k] = ids[key]
+            rows.append([targets[k] for k in rank_of])
 
         self.num_states = len(order)
         self.dead = self.num_states

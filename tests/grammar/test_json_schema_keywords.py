@@ -784,18 +784,6 @@ def test_free_form_keys_are_left_out_above_the_open_objects_budget():
     assert _walk(compiled, big, '{"p0":{"q1":2},"p15":{}}')
 
 
-def test_lark_expansion_refused_by_name():
-    """Optional members around a recursive value: Lark would expand the rule into 2^n
-    alternatives (minutes, gigabytes); our compiler refuses it at once instead."""
-    from constrained_spec.grammar.json_ir import GrammarTooLarge
-
-    small = {"type": "object", "properties": {f"p{i}": {"$ref": "#"} for i in range(4)}}
-    big = {"type": "object", "properties": {f"p{i}": {"$ref": "#"} for i in range(40)}}
-    assert _walk(compile_json_schema(small, BYTES, backend="native"), small, '{"p1":{"p0":{}}}')
-    with pytest.raises(GrammarTooLarge, match="more than 20,000 alternatives"):
-        compile_json_schema(big, BYTES, backend="native")
-
-
 def test_members_around_recursion_merged_again_within_lark_limits(monkeypatch):
     """Written member by member, an object's members around a recursive one make more Lark
     alternatives (here 51 against 27 merged); where that passes Lark's total, the grammar is

@@ -310,27 +310,38 @@ def compile_byte_dfa(pattern: str, max_states: int = 20000) -> ByteDFA:
 
 
 def _determinize(nfa: _NFA, start: int, final: int, max_states: int, pattern: str) -> ByteDFA:
+    # Bytes between two consecutive edge bounds are alike everywhere: subset construction runs
+    # per class of bytes (tens, not 256) and closes each target set once.
+    bounds = sorted({0, 256} | {b for edges in nfa.edges for lo, hi, _ in edges for b in (lo, hi + 1)})
+    class_at = {b: i for i, b in enumerate(bounds)}
+    class_of = [0] * 256  # byte -> its class
+    for i in range(len(bounds) - 1):
+        class_of[bounds[i] : bounds[i + 1]] = [i] * (bounds[i + 1] - bounds[i])
+    closures: dict[frozenset[int], frozenset[int]] = {}
     first = nfa.closure([start])
     index = {first: 0}
     order = [first]
     trans: list[list[int]] = []
     while len(trans) < len(order):
         cur = order[len(trans)]
-        row = [-1] * 256
-        targets: dict[int, set[int]] = {}
+        targets: dict[int, set[int]] = {}  # class -> NFA states
         for s in cur:
             for lo, hi, t in nfa.edges[s]:
-                for b in range(lo, hi + 1):
-                    targets.setdefault(b, set()).add(t)
-        for b, ts in targets.items():
-            nxt = nfa.closure(ts)
+                for c in range(class_at[lo], class_at[hi + 1]):
+                    targets.setdefault(c, set()).add(t)
+        by_class = [-1] * (len(bounds) - 1)
+        for c, ts in targets.items():
+            key = frozenset(ts)
+            nxt = closures.get(key)
+            if nxt is None:
+                nxt = closures[key] = nfa.closure(ts)
             if nxt not in index:
                 if len(order) >= max_states:
                     raise RegexUnsupported(f"regex {pattern!r} needs more than {max_states} DFA states")
                 index[nxt] = len(order)
                 order.append(nxt)
-            row[b] = index[nxt]
-        trans.append(row)
+            by_class[c] = index[nxt]
+        trans.append([by_class[c] for c in class_of])
     accepting = {i for i, st in enumerate(order) if final in st}
     return _trim(trans, accepting)
 
@@ -417,12 +428,17 @@ def _trim(trans: list[list[int]], accepting: set[int]) -> ByteDFA:
 
 def _minimize(rows: list[list[int]], accepting: set[int]) -> ByteDFA:
     """Moore partition refinement: merge states with identical futures (smaller token tables)."""
+    # One byte per class of equal columns: the others add nothing to a state's signature.
+    columns: dict[tuple[int, ...], int] = {}
+    for b, column in enumerate(zip(*rows)):
+        columns.setdefault(column, b)
+    reps = sorted(columns.values())
     block = [1 if s in accepting else 0 for s in range(len(rows))]
     while True:
         sigs: dict[tuple, int] = {}
         new_block = []
         for s, row in enumerate(rows):
-            sig = (block[s], tuple(block[t] if t >= 0 else -1 for t in row))
+            sig = (block[s], tuple(block[row[b]] if row[b] >= 0 else -1 for b in reps))
             new_block.append(sigs.setdefault(sig, len(sigs)))
         if len(sigs) == len(set(block)):
             break

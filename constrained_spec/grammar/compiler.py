@@ -118,9 +118,17 @@ def _from_ir(grammar: Grammar, vocab: Vocabulary) -> CompiledGrammar:
     try:
         with deep_recursion():
             text = grammar.to_lark()
+            try:
+                return compile_lark(text, vocab)
+            except GrammarError as exc:
+                # Overlapping branches (an anyOf of objects with the same optional keys) reach
+                # the end of two different tail rules on one token: Lark cannot choose which to
+                # reduce. Written inline, as before tail rules, both are one alternative.
+                if "Reduce/Reduce" not in str(exc) or text == (inline := grammar.to_lark(chains=False)):
+                    raise
+            return compile_lark(inline, vocab)
     except RecursionError:
         raise GrammarError("the grammar is nested too deeply to compile") from None
-    return compile_lark(text, vocab)
 
 
 def compile_regex(pattern: str, vocab: Vocabulary, backend: str = "default") -> CompiledGrammar:

@@ -226,14 +226,18 @@ class Grammar:
                     todo.extend(edges[name])
         return cyclic
 
-    def to_lark(self) -> str:
+    def to_lark(self, chains: bool = True) -> str:
+        """The grammar as Lark text. `chains=False` writes every sequence and alternation inline,
+        as before chains existed (for grammars where a tail rule shared by overlapping branches
+        makes a reduce/reduce conflict: see compiler._from_ir)."""
         try:
-            return self._to_lark(AROUND_RECURSION_ALTERNATIVES)
+            return self._to_lark(AROUND_RECURSION_ALTERNATIVES, chains)
         except GrammarTooLarge:  # members around recursion merged again: fewer alternatives
-            return self._to_lark(0)
+            return self._to_lark(0, chains)
 
-    def _to_lark(self, around: int) -> str:
+    def _to_lark(self, around: int, chains: bool) -> str:
         self._memo: dict = {}
+        self._chains = chains
         self._around = around
         self._bodies: bool | str = "auto"
         self._merged = False
@@ -241,7 +245,7 @@ class Grammar:
         try:
             return self._lark_rules()
         finally:
-            del self._memo, self._around, self._bodies, self._merged, self._tails
+            del self._memo, self._chains, self._around, self._bodies, self._merged, self._tails
 
     def _lark_rules(self) -> str:
         cyclic = self.cyclic_names()
@@ -308,7 +312,7 @@ class Grammar:
         alternatives. Splitting a sequence only at the end of a rule never needs more lookahead
         than the rule written whole: each tail is reduced where the whole rule would have been."""
         chainable = (isinstance(node, Seq) and len(node.items) > 1) or (isinstance(node, Alt) and node.chain is not None)
-        return chainable and self._has_cycle_ref(node, cyclic) and self._inline_alternatives(node, cyclic) > CHAIN_ABOVE
+        return chainable and self.__dict__.get("_chains", False) and self._has_cycle_ref(node, cyclic) and self._inline_alternatives(node, cyclic) > CHAIN_ABOVE
 
     def _seq_cut(self, node: Seq, cyclic: set[str]) -> tuple[int, int]:
         """Where a chained sequence's tail rule starts (after at least one item, before the

@@ -122,3 +122,26 @@ def test_chains_only_where_inline_would_be_large():
     assert "\nt_" not in schema_to_grammar(small).to_lark()
     big = {"type": "object", "properties": {**{f"a{i}": {"type": "integer"} for i in range(8)}, "kid": {"$ref": "#"}}, "required": ["a0"]}
     assert "\nt_" in schema_to_grammar(big).to_lark()
+
+
+def test_overlapping_branches_fall_back_to_inline():
+    """Two recursive branches with the same optional keys: after `{"a0":1` both tails can end on
+    `}`, two different rules to reduce (Lark: reduce/reduce). The compiler then writes the grammar
+    inline, as before chains, where both branches are alternatives of one rule."""
+    import lark
+
+    def branch(last: str, kind: str) -> dict:
+        return {"type": "object", "additionalProperties": False,
+                "properties": {**{f"a{i}": {"type": "integer"} for i in range(5)}, "kid": {"$ref": "#"}, last: {"type": kind}}}
+
+    schema = {"anyOf": [branch("x", "string"), branch("y", "integer")]}
+    grammar = schema_to_grammar(schema)
+    with pytest.raises(lark.exceptions.GrammarError, match="Reduce/Reduce"):
+        lark.Lark(grammar.to_lark(), parser="lalr")
+    assert "\nt_" not in grammar.to_lark(chains=False)
+    clear_cache()
+    compiled = compile_json_schema(schema, BYTES, closed_objects=False, backend="native")
+    for instance in [{"a0": 1, "x": "s"}, {"a1": 1, "y": 2}, {"a0": 1, "kid": {"a2": 1, "y": 1}}, {"a4": 1}, {},
+                     {"x": "s", "y": 1}, {"a0": "s"}, {"kid": {"x": 1}}, {"a5": 1}]:
+        text = json.dumps(instance, separators=(",", ":"))
+        assert _walk(compiled, schema, text) == _valid(schema, text), text

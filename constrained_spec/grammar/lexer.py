@@ -96,10 +96,29 @@ class LexerContext:
         ids = {start: 0}
         order = [start]
         rows: list[list[int]] = []
+        # A product state is the tuple of its terminals' states (-1: dead), or, once one terminal
+        # alone is alive, the pair (i, q) wrapped in a 1-tuple: most states are past a key that
+        # told the terminals apart, and their walk then needs no tuple of every terminal.
         while len(rows) < len(order):
             cur = order[len(rows)]
-            live = [i for i, q in enumerate(cur) if q >= 0]
             targets = [-1] * len(first_bytes)
+            if len(cur) == 1 and len(dfas) > 1:
+                (i, q), = cur
+                row_i = dfas[i].trans[q]
+                for k, b in enumerate(first_bytes):
+                    t = row_i[b]
+                    if t < 0:
+                        continue
+                    key = ((i, t),)
+                    if key not in ids:
+                        if len(order) >= max_states:
+                            raise GrammarError(f"lexer automaton over {self.terms} exceeds {max_states} states")
+                        ids[key] = len(order)
+                        order.append(key)
+                    targets[k] = ids[key]
+                rows.append([targets[k] for k in rank_of])
+                continue
+            live = [i for i, q in enumerate(cur) if q >= 0]
             for k, b in enumerate(first_bytes):
                 nxt = [-1] * len(dfas)
                 any_alive = False
@@ -109,7 +128,8 @@ class LexerContext:
                     any_alive |= q >= 0
                 if not any_alive:
                     continue
-                key = tuple(nxt)
+                alive = [i for i in live if nxt[i] >= 0]
+                key = ((alive[0], nxt[alive[0]]),) if len(alive) == 1 and len(dfas) > 1 else tuple(nxt)
                 if key not in ids:
                     if len(order) >= max_states:
                         raise GrammarError(f"lexer automaton over {self.terms} exceeds {max_states} states")
@@ -122,16 +142,17 @@ class LexerContext:
         self.dead = self.num_states
         self.trans_py: list[list[int]] = rows  # -1 = dead; used by the per-token Python walk
         table = np.full((self.num_states + 1, 257), self.dead, dtype=np.int32)
-        table[: self.num_states, :256] = np.where(np.array(rows) < 0, self.dead, np.array(rows))
+        walked = np.array(rows, dtype=np.int32)  # [S, 256], -1 = dead
+        table[: self.num_states, :256] = np.where(walked < 0, self.dead, walked)
         table[:, 256] = np.arange(self.num_states + 1)
         self.trans = table  # [S + 1, 257]
 
         self.alive_bits: list[int] = []
         self.accept_bits: list[int] = []
         self.winner: list[int] = []
-        for comps in order:
+        for key in order:
             alive = acc = 0
-            for i, q in enumerate(comps):
+            for i, q in key if len(key) == 1 and len(dfas) > 1 else enumerate(key):
                 if q >= 0:
                     alive |= 1 << i
                     if q in dfas[i].accepting:

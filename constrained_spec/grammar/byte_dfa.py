@@ -433,16 +433,18 @@ def _minimize(rows: list[list[int]], accepting: set[int]) -> ByteDFA:
     for b, column in enumerate(zip(*rows)):
         columns.setdefault(column, b)
     reps = sorted(columns.values())
-    block = [1 if s in accepting else 0 for s in range(len(rows))]
+    reduced = [[row[b] for b in reps] for row in rows]
+    # block[-1] is a sentinel -1, so a dead target (-1) reads it: signatures via map, in C.
+    block = [1 if s in accepting else 0 for s in range(len(rows))] + [-1]
     while True:
         sigs: dict[tuple, int] = {}
         new_block = []
-        for s, row in enumerate(rows):
-            sig = (block[s], tuple(block[row[b]] if row[b] >= 0 else -1 for b in reps))
+        for s, row in enumerate(reduced):
+            sig = (block[s], tuple(map(block.__getitem__, row)))
             new_block.append(sigs.setdefault(sig, len(sigs)))
-        if len(sigs) == len(set(block)):
+        if len(sigs) == len(set(block)) - 1:
             break
-        block = new_block
+        block = new_block + [-1]
     # Renumber so the start state's block is 0, in BFS order.
     order = {block[0]: 0}
     rep: dict[int, int] = {}

@@ -96,6 +96,15 @@ class LexerContext:
         ids = {start: 0}
         order = [start]
         rows: list[list[int]] = []
+
+        def state_id(key: tuple) -> int:
+            if key not in ids:
+                if len(order) >= max_states:
+                    raise GrammarError(f"lexer automaton over {self.terms} exceeds {max_states} states")
+                ids[key] = len(order)
+                order.append(key)
+            return ids[key]
+
         # A product state is the tuple of its terminals' states (-1: dead), or, once one terminal
         # alone is alive, the pair (i, q) wrapped in a 1-tuple: most states are past a key that
         # told the terminals apart, and their walk then needs no tuple of every terminal.
@@ -106,36 +115,17 @@ class LexerContext:
                 (i, q), = cur
                 row_i = dfas[i].trans[q]
                 for k, b in enumerate(first_bytes):
-                    t = row_i[b]
-                    if t < 0:
-                        continue
-                    key = ((i, t),)
-                    if key not in ids:
-                        if len(order) >= max_states:
-                            raise GrammarError(f"lexer automaton over {self.terms} exceeds {max_states} states")
-                        ids[key] = len(order)
-                        order.append(key)
-                    targets[k] = ids[key]
-                rows.append([targets[k] for k in rank_of])
-                continue
-            live = [i for i, q in enumerate(cur) if q >= 0]
-            for k, b in enumerate(first_bytes):
-                nxt = [-1] * len(dfas)
-                any_alive = False
-                for i in live:
-                    q = dfas[i].trans[cur[i]][b]
-                    nxt[i] = q
-                    any_alive |= q >= 0
-                if not any_alive:
-                    continue
-                alive = [i for i in live if nxt[i] >= 0]
-                key = ((alive[0], nxt[alive[0]]),) if len(alive) == 1 and len(dfas) > 1 else tuple(nxt)
-                if key not in ids:
-                    if len(order) >= max_states:
-                        raise GrammarError(f"lexer automaton over {self.terms} exceeds {max_states} states")
-                    ids[key] = len(order)
-                    order.append(key)
-                targets[k] = ids[key]
+                    if row_i[b] >= 0:
+                        targets[k] = state_id(((i, row_i[b]),))
+            else:
+                live = [i for i, q in enumerate(cur) if q >= 0]
+                for k, b in enumerate(first_bytes):
+                    nxt = [-1] * len(dfas)
+                    for i in live:
+                        nxt[i] = dfas[i].trans[cur[i]][b]
+                    alive = [i for i in live if nxt[i] >= 0]
+                    if alive:
+                        targets[k] = state_id(((alive[0], nxt[alive[0]]),) if len(alive) == 1 and len(dfas) > 1 else tuple(nxt))
             rows.append([targets[k] for k in rank_of])
 
         self.num_states = len(order)

@@ -12,6 +12,7 @@ per-round ratios):
     python benchmarks/bench_runner.py --compile       # + static with torch.compile (inductor; one
                                                       #   bucket of width 8, compiled once, slow)
     python benchmarks/bench_runner.py --smoke         # tiny, steps only, for the test
+    python benchmarks/bench_runner.py --device cuda   # static (CUDA graphs) vs static-eager vs hf
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ def make_runner(name: str, model):
         return HFRunner(model)
     if name == "static+compile":
         return StaticRunner(model, compile=True, buckets=(8,))
-    return StaticRunner(model, compile=False)
+    if name == "static-eager":
+        return StaticRunner(model, cuda_graphs=False)
+    return StaticRunner(model)  # the default: CUDA graphs on CUDA, eager on CPU
 
 
 def time_steps(runner, batch: list[list[int]], steps: int, tag: str) -> float:
@@ -59,6 +62,8 @@ def time_steps(runner, batch: list[list[int]], steps: int, tag: str) -> float:
         runner.score([(rid, [100 + s, 200, 300, 400, 500]) for rid in ids])
         for rid in ids:
             runner.rollback(rid, 4)
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()  # CUDA work is asynchronous: wait for the last step
     elapsed = (time.perf_counter() - start) / steps * 1000
     for rid in ids:
         runner.release(rid)
@@ -82,6 +87,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--compile", action="store_true", help="also static with torch.compile (inductor) on the step measurement")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--device", default="cpu", help="cpu (default), auto, cuda or cuda:N; on CUDA static-eager is added")
     parser.add_argument("--no-engine", action="store_true", help="only the step measurement")
     parser.add_argument("--smoke", action="store_true", help="1 round, 1 step, batches 1 and 2, no warm-up, no engine measurement")
     args = parser.parse_args(argv)
@@ -96,14 +102,20 @@ def main(argv: list[str] | None = None) -> dict:
     from constrained_spec.grammar import compile_json_schema
     from constrained_spec.models import load_model
 
-    loaded = load_model(verbose=False)
+    from constrained_spec.devices import DeviceError, resolve_device
+
+    try:
+        device = resolve_device(args.device)
+    except DeviceError as exc:
+        parser.error(str(exc))
+    loaded = load_model(verbose=False, device=device)
     vocabulary = make_vocabulary(loaded)
     grammar = None if args.no_engine else compile_json_schema(PERSON, vocabulary)
     all_prompts = prompts(loaded.tokenizer)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"model {loaded.name}, torch {torch.__version__}, threads {torch.get_num_threads()}, load average {load:.1f}, "
           f"{args.rounds} rounds", flush=True)
-    names = ["static", "hf"] + (["static+compile"] if args.compile else [])
+    names = ["static", "hf"] + (["static-eager"] if device.type == "cuda" else []) + (["static+compile"] if args.compile else [])
     runners = {}
     for name in names:
         start = time.perf_counter()

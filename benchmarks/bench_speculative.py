@@ -167,6 +167,8 @@ class TimedRunner:
     def score(self, batch):
         start = time.perf_counter()
         out = self.runner.score(batch)
+        if out and out[0].is_cuda:  # the forward is asynchronous there: count it here, not in the host work
+            torch.cuda.synchronize(out[0].device)
         if self.row is not None:
             self.row.forward_s += time.perf_counter() - start
         return out

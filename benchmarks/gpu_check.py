@@ -1,14 +1,19 @@
-"""One command for a GPU machine: the CUDA tests, the benchmarks, and one summary (< 8 min on one GPU).
+"""One command for a GPU machine: the CUDA tests, the benchmarks, and one summary (< 10 min on one GPU).
 
     python benchmarks/gpu_check.py                 # everything
     python benchmarks/gpu_check.py --skip drift    # leave steps out (names below)
 
-Steps, each a subprocess with its own time limit (the limits add up to under 8 minutes):
-- tests:   the CUDA-relevant tests (kernels compiled on the GPU, the engine on CUDA, device options,
-           the runner self-check, the default model's runner on the GPU);
+Steps, each a subprocess with its own time limit (the limits add up to under 10 minutes):
+- tests:   the CUDA-relevant tests without the default model (kernels compiled on the GPU, the
+           engine on CUDA, device options, the runner self-check, the static runner's CUDA graphs
+           on tiny Llamas against transformers);
+- model-tests: the default model on the GPU (HF runner, static runner with CUDA graphs: logits
+           equal transformers', greedy JSON equal to the HF runner's);
 - kernel:  benchmarks/bench_kernel.py with dense and with one-hot drafts (copy-bandwidth share,
            time per call) against the goals: >= 70% of copy bandwidth at B = 256, k in {4, 8};
            <= 40 us per call at B <= 16;
+- runner:  benchmarks/bench_runner.py on cuda: static (CUDA graphs) vs static-eager vs hf, batch 1
+           and 8, one score step and greedy JSON through the engine;
 - spec:    benchmarks/bench_speculative.py with the model on the GPU, T = 0 and 1, 6 tasks, none vs
            auto vs transformers + xgrammar;
 - batch:   benchmarks/bench_batch.py, 32 requests at once, none vs auto, T = 0 and 1;
@@ -31,8 +36,9 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 CUDA_TESTS = [
     "tests/kernels", "tests/spec/test_engine_kernel.py", "tests/test_devices.py", "tests/spec/test_runner_check.py",
-    "tests/test_rejection_sampler.py", "tests/spec/test_model.py",
+    "tests/test_rejection_sampler.py", "tests/spec/test_static_runner.py",
 ]
+MODEL_TESTS = ["tests/spec/test_model.py", "tests/spec/test_static_runner_model.py"]
 SPEC_TASKS = ["person", "order", "tool_call", "movie", "person2", "order2"]  # at least 6 (see bench_speculative.TASKS)
 
 
@@ -52,11 +58,14 @@ class StepResult:
 
 
 def plan(python: str, spec_tasks: list[str]) -> list[Step]:
-    """The steps in order, with their time limits (seconds; 470 in all)."""
+    """The steps in order, with their time limits (seconds; 570 in all)."""
+    pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "-rfE"]
     return [
-        Step("tests", [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *CUDA_TESTS], 150),
-        Step("kernel-dense", [python, str(BENCH / "bench_kernel.py"), "--drafts", "dense"], 50),
-        Step("kernel-onehot", [python, str(BENCH / "bench_kernel.py"), "--drafts", "onehot"], 50),
+        Step("tests", [*pytest, *CUDA_TESTS], 120),
+        Step("model-tests", [*pytest, *MODEL_TESTS], 90),
+        Step("kernel-dense", [python, str(BENCH / "bench_kernel.py"), "--drafts", "dense"], 40),
+        Step("kernel-onehot", [python, str(BENCH / "bench_kernel.py"), "--drafts", "onehot"], 40),
+        Step("runner", [python, str(BENCH / "bench_runner.py"), "--device", "cuda", "--rounds", "2", "--steps", "20", "--max-tokens", "64"], 60),
         Step("spec", [python, str(BENCH / "bench_speculative.py"), "--device", "cuda", "--temperatures", "0", "1",
                       "--configs", "none", "auto", "--tasks", *spec_tasks], 120),
         Step("batch", [python, str(BENCH / "bench_batch.py"), "--batch", "32", "--device", "cuda"], 60),
@@ -111,6 +120,12 @@ def summarize_batch(out: str) -> list[str]:
     return rows or ["batch: no result lines found"]
 
 
+def summarize_runner(out: str) -> list[str]:
+    """The final table of bench_runner (batch, runner, ms/step, speedup, engine tok/s, speedup)."""
+    rows = [f"runner {' '.join(line.split())}" for line in out.splitlines() if re.match(r"^\s*\d+\s+(static|hf)\S*\s+[\d.]+\s", line)]
+    return rows or ["runner: no result table found"]
+
+
 def summarize_drift(out: str) -> list[str]:
     rows = [line for line in out.splitlines() if line.startswith("| ")]
     return rows or ["drift: no table found"]
@@ -118,6 +133,8 @@ def summarize_drift(out: str) -> list[str]:
 
 SUMMARIZERS = {
     "tests": summarize_tests,
+    "model-tests": summarize_tests,
+    "runner": summarize_runner,
     "kernel-dense": lambda out: summarize_kernel(out, "dense"),
     "kernel-onehot": lambda out: summarize_kernel(out, "one-hot"),
     "spec": summarize_spec,

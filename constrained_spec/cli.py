@@ -352,9 +352,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "verify":
             return _run_verify(args)
         if args.command == "serve":  # imported lazily: fastapi is an optional extra
-            from .server.app import ServerConfig, serve
-
-            device, dtype = _devices(args)
+            device, dtype = _devices(args)  # bad options are named before anything is imported
+            try:
+                from .server.app import ServerConfig, serve
+            except ModuleNotFoundError as exc:
+                print(f"error: serve needs the server extra ({exc.name} is missing): pip install 'constrained_spec[server]'", file=sys.stderr)
+                return EXIT_ERROR
             _register_refs(args.ref)
             config = ServerConfig(max_tokens_limit=args.max_tokens_limit, max_in_flight=args.max_in_flight)
             serve(args.host, args.port, args.model, draft=args.draft, config=config, runner=args.runner, device=device, dtype=dtype)

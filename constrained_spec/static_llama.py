@@ -146,7 +146,7 @@ class StaticLlama(torch.nn.Module):
             v_cache[rows, :, positions] = v
             q = q.reshape(batch, self.num_kv_heads, group * width, self.head_dim)
             out = F.scaled_dot_product_attention(q, k_cache[:, :, :window], v_cache[:, :, :window], attn_mask=mask)  # [B, Hkv, G*T, D]
-            out = out.view(batch, self.num_heads, width, self.head_dim).transpose(1, 2).reshape(batch, width, -1)  # [B, T, H*D]
+            out = out.reshape(batch, self.num_heads, width, self.head_dim).transpose(1, 2).reshape(batch, width, -1)  # [B, T, H*D] (CUDA attention may return it strided)
             x = x + layer["o_proj"](out)
             h = _rms_norm(x, layer["post_norm"], self.eps)
             x = x + layer["down_proj"](F.silu(layer["gate_proj"](h)) * layer["up_proj"](h))

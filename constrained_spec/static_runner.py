@@ -9,17 +9,19 @@ way gpt-fast and vLLM build theirs:
   range that are not in the batch ride along as dummy rows that write only beyond their own
   length (garbage by definition) and whose outputs are dropped. Nothing is re-padded.
 - Feeds longer than the largest draft bucket (prompts) run first, together, in one eager forward
-  at their own width; the draft-sized feeds then run in one forward (compiled where enabled).
+  at their own width; the draft-sized feeds then run in one forward (a CUDA graph or compiled where enabled).
 - Prefix cache: the keys/values of the last `prefix_cache_size` prompts are kept; a request whose
   prompt shares >= `min_prefix` leading tokens copies them into its slot once.
-- `compile=True` (default on CUDA) runs the batch forward through `torch.compile` at fixed
-  shapes: the feed width is padded to a draft-length bucket (`buckets`), the slot range to a power of two, the attention
-  window to the whole capacity; on CUDA with mode "reduce-overhead" (CUDA graphs, one per bucket).
-  Each bucket is compiled once at construction (the warm-up, logged) and reused.
+- Fixed shapes: on CUDA the draft-sized forward is replayed from CUDA graphs (`cuda_graphs.py`,
+  the default there): the feed width is padded to a draft-length bucket (`buckets`), the slot
+  range to a power of two, the attention window to a power of two (>= MIN_WINDOW); one graph per
+  shape, captured on first use (the draft buckets at one slot when the runner is built: the
+  warm-up, logged). `compile=True` instead runs the same shapes through `torch.compile` (mode
+  "reduce-overhead" on CUDA), window fixed at the whole capacity.
 
-The cache grows (doubling) when a request needs more positions or slots than allocated; a compiled
-forward then recompiles once for the new shapes (logged), so compiled runners preallocate 16 slots
-of min(max_position_embeddings, 4096) positions; eager ones start at 1 x 512 and grow.
+The cache grows (doubling) when a request needs more positions or slots than allocated; graphs
+are then captured again (a compiled forward recompiles, logged), so fixed-shape runners
+preallocate 16 slots of min(max_position_embeddings, 4096) positions; eager ones start at 1 x 512.
 """
 
 from __future__ import annotations
@@ -34,17 +36,19 @@ from typing import Any
 
 import torch
 
+from .cuda_graphs import GraphedForward
 from .runner_check import check_model_runner
 from .static_llama import StaticLlama, unsupported_reason
 
-__all__ = ["StaticRunner", "unsupported_reason", "DRAFT_BUCKETS", "default_compile"]
+__all__ = ["StaticRunner", "unsupported_reason", "DRAFT_BUCKETS", "MIN_WINDOW", "default_cuda_graphs"]
 
-DRAFT_BUCKETS = (1, 2, 4, 8, 16)  # feed widths (last token + drafts) with a compiled shape
+DRAFT_BUCKETS = (1, 2, 4, 8, 16)  # feed widths (last token + drafts) with a fixed shape
+MIN_WINDOW = 256  # smallest attention window of a graphed forward (windows are powers of two)
 
 
-def default_compile(device: torch.device) -> bool:
-    """Compile on CUDA (CUDA graphs); on CPU eager is the default (see README: the CPU benchmark
-    measured torch.compile no faster there, at a long warm-up)."""
+def default_cuda_graphs(device: torch.device) -> bool:
+    """CUDA graphs on CUDA; on CPU there are none, and eager is faster than torch.compile there
+    (README: the CPU benchmark measured it, at a long warm-up)."""
     return device.type == "cuda"
 
 
@@ -60,20 +64,26 @@ class StaticRunner:
     """Runs an HF LlamaForCausalLM over a slot cache. See the module docstring."""
 
     def __init__(
-        self, model: Any, *, compile: bool | None = None, buckets: Sequence[int] = DRAFT_BUCKETS,
+        self, model: Any, *, cuda_graphs: bool | None = None, compile: bool = False, buckets: Sequence[int] = DRAFT_BUCKETS,
         slots: int | None = None, capacity: int | None = None, prefix_cache_size: int = 8, min_prefix: int = 8,
-        compile_backend: str = "inductor", self_check: bool = True,
+        compile_backend: str = "inductor", self_check: bool = True, graph_capture: Any = None,
     ) -> None:
         if prefix_cache_size < 0 or min_prefix < 1:
             raise ValueError(f"need prefix_cache_size >= 0 and min_prefix >= 1, got {prefix_cache_size}, {min_prefix}")
         if not buckets or sorted(set(buckets)) != list(buckets) or buckets[0] < 1:
             raise ValueError(f"buckets must be increasing positive widths, got {tuple(buckets)}")
         device = next(model.parameters()).device
-        self.compiled = default_compile(device) if compile is None else bool(compile)
-        # Compiled shapes include the cache's, and growing it recompiles them: preallocate there.
+        self.compiled = bool(compile)
+        # graph_capture: tests replace the CUDA capture (cuda_graphs.GraphedForward) to run the same plumbing on CPU.
+        wants_graphs = (default_cuda_graphs(device) or graph_capture is not None) if cuda_graphs is None else bool(cuda_graphs)
+        self.graphed = wants_graphs and not self.compiled
+        if self.graphed and device.type != "cuda" and graph_capture is None:
+            raise ValueError(f"cuda_graphs=True needs the model on a CUDA device, not {device}")
+        fixed = self.compiled or self.graphed
+        # Fixed shapes include the cache's, and growing it captures/compiles them again: preallocate there.
         max_positions = int(getattr(model.config, "max_position_embeddings", 4096) or 4096)
-        slots = slots or (16 if self.compiled else 1)
-        capacity = capacity or (min(max_positions, 4096) if self.compiled else 512)
+        slots = slots or (16 if fixed else 1)
+        capacity = capacity or (min(max_positions, 4096) if fixed else 512)
         self.net = StaticLlama(model, slots=max(slots, 1), capacity=max(capacity, 2 * buckets[-1]))
         self.device = device
         self.buckets = tuple(buckets)
@@ -85,6 +95,9 @@ class StaticRunner:
         self.prefix_hits = 0  # prompt tokens served from the prefix cache
         self.warmup_s = 0.0
         self._forward = self.net.forward
+        self._graphs = GraphedForward(self.net.forward, capture=graph_capture) if self.graphed else None
+        if self.graphed:
+            self._warm_up()
         if self.compiled:
             # CUDA graphs need inductor; tests pass backend "eager" to trace the same fixed shapes fast.
             mode = "reduce-overhead" if self.device.type == "cuda" and compile_backend == "inductor" else None
@@ -96,7 +109,7 @@ class StaticRunner:
             dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, 16 * len(self.buckets))
             self._warm_up()
         if self_check:  # our forward vs transformers' on this model: once per model, device, dtype, mode
-            check_model_runner(self, model, "StaticRunner", key="compiled" if self.compiled else None)
+            check_model_runner(self, model, "StaticRunner", key="compiled" if self.compiled else "graphs" if self.graphed else None)
 
     @property
     def vocab_size(self) -> int:
@@ -147,7 +160,7 @@ class StaticRunner:
         if long:  # prompts: one eager forward at their own width, before the draft-sized batch
             low = min(feeds[i][0].index for i in long)
             high = max(feeds[i][0].index for i in long) + 1
-            out = self._run([(feeds[i][0], feeds[i][1]) for i in long], low, high, max(len(feeds[i][1]) for i in long), compiled=False)
+            out = self._run([(feeds[i][0], feeds[i][1]) for i in long], low, high, max(len(feeds[i][1]) for i in long), fixed=False)
             for i in long:
                 slot, feed, new = feeds[i]
                 hidden[i] = out[slot.index - low, len(feed) - new : len(feed)]
@@ -156,9 +169,10 @@ class StaticRunner:
             slots = [feeds[i][0] for i in short]
             low, high = min(s.index for s in slots), max(s.index for s in slots) + 1
             width = max(len(feeds[i][1]) for i in short)
-            if self.compiled:  # fixed shapes: slots from 0 to a power of two, width to a bucket
+            fixed = self.compiled or self.graphed
+            if fixed:  # fixed shapes: slots from 0 to a power of two, width to a bucket
                 low, high, width = 0, _power_of_two(high), next(b for b in self.buckets if b >= width)
-            out = self._run([(feeds[i][0], feeds[i][1]) for i in short], low, high, width, compiled=self.compiled)
+            out = self._run([(feeds[i][0], feeds[i][1]) for i in short], low, high, width, fixed=fixed)
             for i in short:
                 slot, feed, new = feeds[i]
                 hidden[i] = out[slot.index - low, len(feed) - new : len(feed)]
@@ -173,7 +187,7 @@ class StaticRunner:
         if slot.prompt:
             self._save_prefix(slot)
 
-    def _run(self, items: list[tuple[_Slot, list[int]]], low: int, high: int, width: int, compiled: bool) -> torch.Tensor:
+    def _run(self, items: list[tuple[_Slot, list[int]]], low: int, high: int, width: int, fixed: bool) -> torch.Tensor:
         """One forward over slots low..high-1 `[high - low, width]`; returns hidden `[rows, width, E]`.
         Rows of slots not in `items` write at their own length and beyond, which holds nothing."""
         lengths = [0] * (high - low)
@@ -186,8 +200,12 @@ class StaticRunner:
         positions = torch.tensor(lengths, dtype=torch.long)[:, None] + torch.arange(width)  # [B, T]
         needed = int(positions.max()) + 1
         self._ensure(high, needed)
-        if not compiled:
+        if not fixed:
             return self.net.forward(ids.to(self.device), positions.to(self.device), low, needed)
+        if self.graphed:  # low == 0 here; the window is a power of two so few shapes are captured
+            window = min(self.net.capacity, max(MIN_WINDOW, _power_of_two(needed)))
+            cache = (self.net.k_cache.data_ptr(), self.net.v_cache.data_ptr(), self.net.slots, self.net.capacity)
+            return self._graphs(ids.to(self.device), positions.to(self.device), window, cache)
         shape = (high - low, width, self.net.slots, self.net.capacity)
         if shape not in self._compiled_shapes and self._compiled_shapes:  # after the warm-up
             _log(f"static runner: compiling a new shape (rows, width, slots, capacity) = {shape}")
@@ -228,18 +246,19 @@ class StaticRunner:
 
     @torch.no_grad()
     def _warm_up(self) -> None:
-        """Compile every draft bucket at one slot (more slots compile on first use). Runs at
+        """Capture (or compile) every draft bucket at one slot (more slots on first use). Runs at
         construction, before any request owns slot 0; logs the time once."""
         start = time.perf_counter()
         scratch = _Slot(index=0)
         saved, self._slots = self._slots, {"__warmup__": scratch}
         try:
             for width in self.buckets:
-                self._run([(scratch, [0] * width)], 0, 1, width, compiled=True)
+                self._run([(scratch, [0] * width)], 0, 1, width, fixed=True)
         finally:
             self._slots = saved
         self.warmup_s = time.perf_counter() - start
-        _log(f"static runner: compiled {len(self.buckets)} draft buckets {self.buckets} on {self.device} in {self.warmup_s:.1f} s (once per runner)")
+        how = "captured CUDA graphs of" if self.graphed else "compiled"
+        _log(f"static runner: {how} {len(self.buckets)} draft buckets {self.buckets} on {self.device} in {self.warmup_s:.1f} s (once per runner)")
 
 
 def _log(message: str) -> None:

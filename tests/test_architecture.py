@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # source folder -> the package it installs as (see pyproject.toml)
 SOURCES = {"constrained_spec": "constrained_spec", "kernels": "constrained_spec.kernels", "grammars": "constrained_spec.grammars"}
-MODEL_CODE = {"models", "runners", "static_llama", "static_runner"}
+MODEL_CODE = {"models", "runners", "static_llama", "static_runner", "cuda_graphs"}
 
 
 def documented_layers() -> dict[str, int]:

@@ -1,9 +1,11 @@
 """Device and dtype options: resolved before any model loads, clear errors for bad values."""
 
+import sys
+
 import pytest
 import torch
 
-from constrained_spec.cli import EXIT_BAD_INPUT, main
+from constrained_spec.cli import EXIT_BAD_INPUT, EXIT_ERROR, main
 from constrained_spec.devices import DeviceError, resolve_device, resolve_dtype, speculation_dtype_check
 
 HAS_CUDA = torch.cuda.is_available()
@@ -46,6 +48,11 @@ def test_dtypes_and_aliases():
 def test_speculation_dtype_check_knows_measured_and_unmeasured_combinations():
     assert speculation_dtype_check(torch.device("cpu"), torch.float32) is None
     assert speculation_dtype_check("tpu", torch.float32).startswith("unmeasured")
+    # measured on an H200: float32's k-row drift (4.8e-5) is above batching's (2.7e-5) but below the
+    # float32 rounding floor (1e-4), so offered; float16's (0.055) is above both, so refused
+    assert speculation_dtype_check(torch.device("cuda", 0), torch.float32) is None
+    assert speculation_dtype_check(torch.device("cuda"), torch.bfloat16) is None
+    assert speculation_dtype_check(torch.device("cuda"), torch.float16).startswith("refused: scoring k + 1 rows moves float16")
 
 
 @pytest.mark.parametrize(
@@ -63,6 +70,14 @@ def test_cli_rejects_bad_devices_before_loading(argv, message, capsys, monkeypat
     code = main(argv)
     err = capsys.readouterr().err
     assert code == EXIT_BAD_INPUT and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_serve_without_the_server_extra_says_how_to_install_it(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "fastapi", None)  # as if fastapi were not installed
+    monkeypatch.delitem(sys.modules, "constrained_spec.server.app", raising=False)
+    code = main(["serve", "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert code == EXIT_ERROR and "serve needs the server extra (fastapi is missing): pip install 'constrained_spec[server]'" in err, err
 
 
 def test_load_model_checks_device_before_loading(tmp_path):

@@ -2,8 +2,10 @@
 randomly initialised Llama models (fast): every logits row equals the full-context forward within
 float32 tolerance through ragged batches, subsets of requests, rollbacks, prefix reuse, prompts
 longer than the largest bucket and every draft width 1..17 (each bucket, between buckets, above),
-eager and at the compiled path's fixed shapes (traced by torch.compile's "eager" backend here;
-inductor and CUDA graphs run the same shapes). Unsupported configurations fall back to HFRunner.
+eager, at torch.compile's fixed shapes (traced by its "eager" backend here; inductor runs the same
+shapes) and through the CUDA-graph plumbing (`cuda_graphs.GraphedForward`: real CUDA graphs on a
+GPU; on CPU a stand-in that replays the forward on the capture-time buffers and fails if the KV
+cache moved since). Unsupported configurations fall back to HFRunner.
 """
 
 from __future__ import annotations
@@ -21,6 +23,28 @@ from constrained_spec.static_runner import DRAFT_BUCKETS, StaticRunner, unsuppor
 
 ATOL, RTOL = 1e-4, 1e-4  # float32; observed differences are ~1e-7
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+MODES = ["eager", "compiled", "graphs"]
+
+
+def replay_on_cpu(forward, ids, positions, window, pool):
+    """A CUDA graph's contract on CPU: fixed input/output buffers, and a replay that is only valid
+    while the KV cache stays where it was at capture (the runner must capture again after growing)."""
+    net = forward.__self__
+    where = (net.k_cache.data_ptr(), net.v_cache.data_ptr())
+    out = forward(ids, positions, 0, window)
+
+    def replay():
+        assert (net.k_cache.data_ptr(), net.v_cache.data_ptr()) == where, "a graph replayed on a reallocated cache"
+        out.copy_(forward(ids, positions, 0, window))
+
+    return replay, out, pool
+
+
+def static_runner(model, mode: str, **kwargs) -> StaticRunner:
+    if mode == "graphs":
+        on_cuda = next(model.parameters()).device.type == "cuda"
+        return StaticRunner(model, cuda_graphs=True, graph_capture=None if on_cuda else replay_on_cpu, **kwargs)
+    return StaticRunner(model, cuda_graphs=False, compile=mode == "compiled", compile_backend="eager", **kwargs)
 
 
 @pytest.fixture(autouse=True)
@@ -84,23 +108,26 @@ def random_walk(model, runner, seed: int, steps: int = 30) -> int:
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "fixed-shapes"])
-def test_random_walk_matches_transformers_forward(device, compiled):
+@pytest.mark.parametrize("mode", MODES)
+def test_random_walk_matches_transformers_forward(device, mode):
     model = tiny_llama().to(device)
-    runner = StaticRunner(model, compile=compiled, compile_backend="eager", slots=1, capacity=32)  # small: the cache must grow
-    assert runner.compiled == compiled
+    runner = static_runner(model, mode, slots=1, capacity=32)  # small: the cache must grow
+    assert (runner.compiled, runner.graphed) == (mode == "compiled", mode == "graphs")
     checked = random_walk(model, runner, seed=1)
     assert checked > 150
     assert runner.prefix_hits > 0  # shared prompt prefixes were copied, not recomputed
     assert runner.net.capacity > 32 and runner.net.slots > 1  # grown while requests were live
+    if mode == "graphs":  # every shape held was captured on the cache as it is now
+        assert runner._graphs.captures > len(runner._graphs.shapes) >= len(DRAFT_BUCKETS)
+        assert all(window == runner.net.capacity or window >= 256 for _, _, window in runner._graphs.shapes)
 
 
 def test_every_draft_width_after_rollback_and_prefix_reuse():
     """Widths 1..max bucket + 1 on one request whose prompt came from the prefix cache, each
     after a rollback, in both modes; untied lm_head and attention/MLP biases on."""
     model = tiny_llama(seed=3, tie_word_embeddings=False, attention_bias=True, mlp_bias=True)
-    for compiled in (False, True):
-        runner = StaticRunner(model, compile=compiled, compile_backend="eager", min_prefix=4, slots=1, capacity=64)
+    for mode in MODES:
+        runner = static_runner(model, mode, min_prefix=4, slots=1, capacity=64)
         prompt = list(range(10, 30))
         runner.start("warm", prompt[:-1])
         runner.score([("warm", [prompt[-1]])])
@@ -114,6 +141,54 @@ def test_every_draft_width_after_rollback_and_prefix_reuse():
             runner.rollback("a", width - 1)  # reject every draft; the fed token stays
             del context[len(context) - width + 1 :]
             last = (3 * width) % 101
+
+
+def test_graphs_are_captured_once_per_shape_and_again_after_the_cache_moves():
+    """GraphedForward: one capture per (rows, width, window); a new cache key drops them all."""
+    from constrained_spec.cuda_graphs import GraphedForward
+
+    calls = []
+
+    def forward(ids, positions, first_slot, window):
+        calls.append((tuple(ids.shape), window))
+        return (ids + positions)[..., None].float() * window  # [B, T, 1]
+
+    def capture(fn, ids, positions, window, pool):
+        out = fn(ids, positions, 0, window)
+        return (lambda: out.copy_(fn(ids, positions, 0, window))), out, pool
+
+    graphs = GraphedForward(forward, capture=capture)
+    ids, positions = torch.tensor([[1, 2]]), torch.tensor([[5, 6]])
+    torch.testing.assert_close(graphs(ids, positions, 256, "cache-1"), torch.tensor([[[1536.0], [2048.0]]]))
+    out = graphs(ids + 1, positions, 256, "cache-1")  # replayed on the same buffers with new inputs
+    torch.testing.assert_close(out, torch.tensor([[[1792.0], [2304.0]]]))
+    graphs(ids, positions, 512, "cache-1")
+    assert graphs.captures == 2 and graphs.shapes == [(1, 2, 256), (1, 2, 512)]
+    graphs(ids, positions, 256, "cache-2")  # the cache was reallocated
+    assert graphs.captures == 3 and graphs.shapes == [(1, 2, 256)]
+
+
+def test_strided_attention_output_is_handled(monkeypatch):
+    """CUDA's attention kernels return their output strided; the forward must not assume the
+    contiguous layout the CPU gives (a `.view` there crashed every CUDA run of this runner)."""
+    from constrained_spec import static_llama
+
+    attention = static_llama.F.scaled_dot_product_attention
+
+    def strided(*args, **kwargs):
+        out = attention(*args, **kwargs)  # [B, Hkv, G*T, D]
+        return out.transpose(1, 2).contiguous().transpose(1, 2)  # same values, [B, G*T, Hkv, D] in memory
+
+    monkeypatch.setattr(static_llama.F, "scaled_dot_product_attention", strided)
+    model = tiny_llama(seed=4)
+    runner = StaticRunner(model, cuda_graphs=False)
+    runner.start("a", [5, 6, 7])
+    torch.testing.assert_close(runner.score([("a", [8, 9, 10])])[0], oracle(model, [5, 6, 7, 8, 9, 10], 3), atol=ATOL, rtol=RTOL)
+
+
+def test_cuda_graphs_need_a_cuda_model():
+    with pytest.raises(ValueError, match="cuda_graphs=True needs the model on a CUDA device"):
+        StaticRunner(tiny_llama(), cuda_graphs=True)
 
 
 def test_unsupported_configs_fall_back_to_transformers():

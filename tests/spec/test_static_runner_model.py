@@ -1,6 +1,7 @@
 """The static-cache runner on the real default model (SmolLM2-135M): logits equal transformers'
 forward through a ragged batch, rollback, prefix reuse and one width per draft bucket; and the
-engine's greedy JSON output with it equals the HF runner's token for token."""
+engine's greedy JSON output with it equals the HF runner's token for token. On CPU, and on CUDA
+where present (there the runner replays CUDA graphs, its default)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,11 @@ pytestmark = pytest.mark.model
 ATOL, RTOL = 2e-4, 1e-4  # float32 over 30 layers (the HF runner's own tests use the same)
 
 
-@pytest.fixture(scope="module")
-def loaded():
+@pytest.fixture(scope="module", params=["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
+def loaded(request):
     from constrained_spec.models import load_model
 
-    return load_model(verbose=False)
+    return load_model(verbose=False, device=request.param)
 
 
 def chat(tok, text: str) -> list[int]:
@@ -29,12 +30,14 @@ def test_logits_equal_transformers_through_batch_rollback_prefix_reuse_and_bucke
     from constrained_spec.static_runner import DRAFT_BUCKETS, StaticRunner
 
     model, tok = loaded.model, loaded.tokenizer
+    device = next(model.parameters()).device
 
     def full(tokens, rows):
         with torch.no_grad():
-            return model(torch.tensor([tokens])).logits[0, -rows:]
+            return model(torch.tensor([tokens], device=device)).logits[0, -rows:]
 
     runner = StaticRunner(model)
+    assert runner.graphed == (device.type == "cuda")
     p1 = chat(tok, "Extract the person as JSON. Text: Maria, 41, Valencia.")
     p2 = chat(tok, "Extract the person as JSON. Text: Kenji, 57, Osaka.")
     runner.start("a", p1[:-1])

@@ -128,28 +128,38 @@ class StaticLlama(torch.nn.Module):
         x = F.embedding(ids, self.embed)  # [B, T, E]
         freqs = positions[..., None].float() * self.inv_freq  # [B, T, D / 2]
         angles = torch.cat((freqs, freqs), dim=-1)  # [B, T, D]
-        cos, sin = angles.cos().to(x.dtype)[:, None], angles.sin().to(x.dtype)[:, None]  # [B, 1, T, D]
+        # rotate_half(x) * sin == roll(x, D/2) * sin_signed (the sign moved onto sin, once per forward)
+        cos = angles.cos().to(x.dtype)  # [B, T, D]
+        sin = angles.sin()
+        half = self.head_dim // 2
+        sin = torch.cat((-sin[..., :half], sin[..., half:]), dim=-1).to(x.dtype)  # [B, T, D]
+        cos_q, sin_q = cos[:, None], sin[:, None]  # [B, 1, T, D]: queries are [B, H, T, D]
+        cos_k, sin_k = cos[:, :, None], sin[:, :, None]  # [B, T, 1, D]: keys are [B, T, Hkv, D]
         keys_at = torch.arange(window, device=ids.device)  # [W]
         visible = keys_at[None, None, :] <= positions[:, :, None]  # [B, T, W]
         # Queries are laid out [B, kv_heads, group * T, D] (no copy of keys per query head).
         mask = visible[:, None, None].expand(batch, 1, group, width, window).reshape(batch, 1, group * width, window)
         rows = torch.arange(batch, device=ids.device)[:, None].expand(batch, width)  # [B, T]
+        # Few kernels per layer (a small model's step is bound by their count, not by arithmetic):
+        # a fused RMSNorm, RoPE as one mul + roll + addcmul, residual adds inside the GEMMs.
         for index, layer in enumerate(self.layers):
             h = _rms_norm(x, layer["input_norm"], self.eps)
             q = layer["q_proj"](h).view(batch, width, self.num_heads, self.head_dim).transpose(1, 2)  # [B, H, T, D]
-            k = layer["k_proj"](h).view(batch, width, self.num_kv_heads, self.head_dim).transpose(1, 2)  # [B, Hkv, T, D]
+            k = layer["k_proj"](h).view(batch, width, self.num_kv_heads, self.head_dim)  # [B, T, Hkv, D]
             v = layer["v_proj"](h).view(batch, width, self.num_kv_heads, self.head_dim)  # [B, T, Hkv, D]
-            q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+            q, k = _rotate(q, cos_q, sin_q), _rotate(k, cos_k, sin_k)
             k_cache = self.k_cache[index, first_slot : first_slot + batch]  # [B, Hkv, L, D] (a view)
             v_cache = self.v_cache[index, first_slot : first_slot + batch]
-            k_cache[rows, :, positions] = k.transpose(1, 2)  # [B, T, Hkv, D] into (row, position)
+            k_cache[rows, :, positions] = k  # [B, T, Hkv, D] into (row, position)
             v_cache[rows, :, positions] = v
             q = q.reshape(batch, self.num_kv_heads, group * width, self.head_dim)
             out = F.scaled_dot_product_attention(q, k_cache[:, :, :window], v_cache[:, :, :window], attn_mask=mask)  # [B, Hkv, G*T, D]
-            out = out.reshape(batch, self.num_heads, width, self.head_dim).transpose(1, 2).reshape(batch, width, -1)  # [B, T, H*D] (CUDA attention may return it strided)
-            x = x + layer["o_proj"](out)
+            # rows of a kv head are (g, t): to [B, T, Hkv, G, D] = [B, T, H*D] in one copy, whatever
+            # strides the attention kernel returned (CUDA's are not contiguous)
+            out = out.unflatten(2, (group, width)).permute(0, 3, 1, 2, 4).reshape(batch, width, -1)
+            x = _linear_add(x, out, layer["o_proj"])
             h = _rms_norm(x, layer["post_norm"], self.eps)
-            x = x + layer["down_proj"](F.silu(layer["gate_proj"](h)) * layer["up_proj"](h))
+            x = _linear_add(x, F.silu(layer["gate_proj"](h)) * layer["up_proj"](h), layer["down_proj"])
         return _rms_norm(x, self.final_norm, self.eps)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -158,12 +168,23 @@ class StaticLlama(torch.nn.Module):
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """transformers' LlamaRMSNorm: normalise in float32, cast back, then scale."""
+    """transformers' LlamaRMSNorm: normalise in float32, cast back, then scale. In float32 that is
+    F.rms_norm's arithmetic, up to rounding (one fused kernel where torch has one); in half
+    precision the cast comes before the scale, as transformers does it."""
+    if x.dtype == torch.float32 and weight.dtype == torch.float32:
+        return F.rms_norm(x, weight.shape, weight, eps)
     x32 = x.float()
     return weight * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
 
 
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """RoPE in transformers' half-split layout: x * cos + rotate_half(x) * sin."""
-    half = x.shape[-1] // 2
-    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor) -> torch.Tensor:
+    """RoPE in transformers' half-split layout: x * cos + rotate_half(x) * sin, written as
+    x * cos + roll(x, D/2) * sin_signed (sin with its first half negated): the same products."""
+    return torch.addcmul(x * cos, x.roll(x.shape[-1] // 2, dims=-1), sin_signed)
+
+
+def _linear_add(x: torch.Tensor, inputs: torch.Tensor, linear: torch.nn.Linear) -> torch.Tensor:
+    """x + linear(inputs) `[B, T, E]`, the add inside the GEMM (addmm) where there is no bias."""
+    if linear.bias is not None:
+        return x + linear(inputs)
+    return torch.addmm(x.reshape(-1, x.shape[-1]), inputs.reshape(-1, inputs.shape[-1]), linear.weight.t()).view(x.shape)

@@ -284,7 +284,7 @@ class Grammar:
                 if item > MAX_LARK_ALTERNATIVES:
                     return item
                 return min(item ** node.min * 2, MAX_LARK_ALTERNATIVES + 1)
-            return min(item ** node.min * sum(item**k for k in range(node.max - node.min + 1)), MAX_LARK_ALTERNATIVES + 1)
+            return _repeat_alternatives(item, node.min, node.max, MAX_LARK_ALTERNATIVES + 1)
         return 1  # EMPTY
 
     @_per_lark_call()
@@ -599,16 +599,32 @@ class Grammar:
         parts = [item] * node.min
         if node.max is None:
             parts.append(f"{item}*")
-        else:
-            tail = ""
-            for _ in range(node.max - node.min):
-                tail = f"({item} {tail})?" if tail else f"{item}?"
-            if tail:
-                parts.append(tail)
+        elif node.max > node.min:  # up to n more: (item (item (item)?)?)?, written in one pass
+            extra = node.max - node.min
+            parts.append(f"({item} " * (extra - 1) + f"{item}?" + ")?" * (extra - 1))
         return "(" + " ".join(parts) + ")" if parts else '""'
 
 
 _SEPARATORS = frozenset(",:{[")
+
+
+def _repeat_alternatives(item: int, low: int, high: int, limit: int) -> int:
+    """min(item**low * (1 + item + ... + item**(high - low)), limit), without the huge integers a
+    large maxItems would make (a bound of 10,000 once took minutes)."""
+    if item <= 1:
+        return min(item ** low * (high - low + 1) if item == 1 else int(low == 0), limit)
+    base = 1
+    for _ in range(low):
+        base *= item
+        if base >= limit:
+            return limit
+    total, power = 0, 1
+    for _ in range(high - low + 1):
+        total += power
+        power *= item
+        if base * total >= limit:
+            return limit
+    return base * total
 
 
 def _separator_head(node: Node) -> "Seq | None":

@@ -145,3 +145,30 @@ def test_overlapping_branches_fall_back_to_inline():
                      {"x": "s", "y": 1}, {"a0": "s"}, {"kid": {"x": 1}}, {"a5": 1}]:
         text = json.dumps(instance, separators=(",", ":"))
         assert _walk(compiled, schema, text) == _valid(schema, text), text
+
+
+def test_bounded_repeats_near_recursion_keep_their_text_and_counts():
+    """Bounded repeats on the Lark path are now written in one pass and counted without the huge
+    integers of item**k (both were quadratic in the bound: SchemaStore's workflows.json spent 287 s
+    there before being refused, 2.9 s now; timed by benchmarks/sweep_schemas.py, not here). What
+    must not change: the count equals the closed form (capped), the text is the nested optional
+    form `(x (x (x x?)?)?)`, and a recursive tree with `maxItems` matches jsonschema."""
+    from constrained_spec.grammar.json_ir import Grammar, Lit, Ref, Rep, _repeat_alternatives, alt, seq
+
+    for item in range(4):
+        for low in range(4):
+            for high in range(low, low + 5):
+                for limit in (1, 9, 10**6):
+                    assert _repeat_alternatives(item, low, high, limit) == min(item**low * sum(item**k for k in range(high - low + 1)), limit)
+    assert _repeat_alternatives(3, 2, 10**6, 20_001) == 20_001 and _repeat_alternatives(1, 0, 10**6, 10**9) == 10**6 + 1
+    text = Grammar(Ref("t"), {"t": alt(Lit("x"), seq(Lit("["), Rep(Ref("t"), 1, 4), Lit("]")))}).to_lark()  # t: x | "[" t{1,4} "]"
+    rule = text.split()[1]
+    assert f"({rule} ({rule} ({rule} {rule}?)?)?)" in text, text
+    tree = {"type": "object", "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#"}, "maxItems": 3}}, "required": ["v"]}
+    clear_cache()
+    compiled = compile_json_schema(tree, BYTES, backend="native")
+    valid = [{"v": 1}, {"v": 1, "kids": []}, {"v": 1, "kids": [{"v": 2}, {"v": 3, "kids": [{"v": 4}, {"v": 5}, {"v": 6}]}]}]
+    invalid = [{"v": 1, "kids": [{"v": 2}] * 4}, {"kids": []}, {"v": 1, "kids": [{"v": 2, "kids": [{"v": 1}] * 4}]}]
+    for instance in valid + invalid:
+        text = json.dumps(instance, separators=(",", ":"))
+        assert _walk(compiled, tree, text) == (instance in valid) == _valid(tree, text), text

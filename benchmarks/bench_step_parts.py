@@ -101,11 +101,7 @@ def main(argv: list[str] | None = None) -> dict:
                 pad_ids = torch.full((high, width), 11, device=device)
                 pad_pos = torch.zeros(high, width, dtype=torch.long, device=device)
                 pad_pos[:requests, :fed] = positions
-                graphs = runner._graphs
-                cache = (runner.net.k_cache.data_ptr(), runner.net.v_cache.data_ptr(), runner.net.slots, runner.net.capacity)
-                from constrained_spec.static_runner import MIN_WINDOW
-
-                win = min(runner.net.capacity, max(MIN_WINDOW, 1 << max(window - 1, 0).bit_length()))
+                graphs, win, cache = runner._graphs, runner.graph_window(window), runner.cache_key()
                 forward_ms = median_ms(lambda: graphs(pad_ids, pad_pos, win, cache), args.repeats, sync)
             hidden = torch.zeros(requests * fed, runner.net.embed.shape[1], device=device)
             logits_ms = median_ms(lambda: runner.net.logits(hidden), args.repeats, sync)

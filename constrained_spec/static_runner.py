@@ -202,10 +202,8 @@ class StaticRunner:
         self._ensure(high, needed)
         if not fixed:
             return self.net.forward(ids.to(self.device), positions.to(self.device), low, needed)
-        if self.graphed:  # low == 0 here; the window is a power of two so few shapes are captured
-            window = min(self.net.capacity, max(MIN_WINDOW, _power_of_two(needed)))
-            cache = (self.net.k_cache.data_ptr(), self.net.v_cache.data_ptr(), self.net.slots, self.net.capacity)
-            return self._graphs(ids.to(self.device), positions.to(self.device), window, cache)
+        if self.graphed:  # low == 0 here
+            return self._graphs(ids.to(self.device), positions.to(self.device), self.graph_window(needed), self.cache_key())
         shape = (high - low, width, self.net.slots, self.net.capacity)
         if shape not in self._compiled_shapes and self._compiled_shapes:  # after the warm-up
             _log(f"static runner: compiling a new shape (rows, width, slots, capacity) = {shape}")
@@ -213,6 +211,15 @@ class StaticRunner:
         if self.device.type == "cuda":  # a new CUDA-graph step: the previous outputs are consumed
             torch.compiler.cudagraph_mark_step_begin()
         return self._forward(ids.to(self.device), positions.to(self.device), low, self.net.capacity)
+
+    def graph_window(self, needed: int) -> int:
+        """The attention window of a graphed forward over `needed` positions: a power of two
+        (>= MIN_WINDOW, at most the capacity), so few shapes are captured."""
+        return min(self.net.capacity, max(MIN_WINDOW, _power_of_two(needed)))
+
+    def cache_key(self) -> tuple[int, int, int, int]:
+        """Where the KV cache lives now: graphs captured under another key are stale."""
+        return (self.net.k_cache.data_ptr(), self.net.v_cache.data_ptr(), self.net.slots, self.net.capacity)
 
     def _ensure(self, slots: int, positions: int) -> None:
         """Grow the cache (doubling) to hold `slots` slots of `positions` positions."""

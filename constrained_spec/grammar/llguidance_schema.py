@@ -19,6 +19,7 @@ import math
 import re
 from typing import Any, Callable
 
+from .json_key_sets import pattern_keys
 from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, at, enum_values, listed_names, name_keywords, pointer
 from .json_merge import DATA_KEYWORDS as _DATA, LEFT_OUT as _LEFT_OUT, keywords_mapped as _schema_keys_mapped
 from .json_negation import MAX_ONE_OF, complement
@@ -165,6 +166,36 @@ def _controls_excluded(pattern: str) -> str | None:
 
 
 _NAMES_QUOTE_OR_BACKSLASH = re.compile(r'"|\\\\|\\x(?:22|5[cC])|\\u(?:0022|005[cC])|\\u\{(?:22|5[cC])\}')
+
+
+MAX_LISTED_PATTERN_KEYS = 64
+
+
+def _listed_patterns_as_properties(node: dict) -> None:
+    """patternProperties that list their keys (`^(?:nbt|team)$`), beside other patterns, as
+    declared properties: llguidance refuses patterns that are not disjoint (`.*` and
+    `^_execute_browser_action$`), and a declared property must also meet every pattern matching
+    its name, as llguidance applies them (the same instances: a listed key present meets the
+    listed pattern's schema, its own declared one if any, and the remaining patterns')."""
+    props, patterns = node.get("properties", {}), node.get("patternProperties")
+    if not isinstance(patterns, dict) or len(patterns) < 2 or not isinstance(props, dict):
+        return
+    moved: dict[str, list[Any]] = {}
+    kept = {}
+    for pattern, sub in patterns.items():
+        finite, keys = pattern_keys(pattern)
+        if finite and keys is not None and 0 < len(keys) <= MAX_LISTED_PATTERN_KEYS:
+            for key in sorted(keys):
+                moved.setdefault(key, [props[key]] if key in props else []).append(sub)
+        else:
+            kept[pattern] = sub
+    if not moved:
+        return
+    node["properties"] = {**props, **{key: parts[0] if len(parts) == 1 else {"allOf": parts} for key, parts in moved.items()}}
+    if kept:
+        node["patternProperties"] = kept
+    else:
+        del node["patternProperties"]
 
 
 def _pattern_twins_as_true(node: dict) -> None:
@@ -541,11 +572,12 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         out = _names_as_properties(dict(node), closed_objects, checks.deref)
         if implied_type(out):
             del out["type"]
+        _listed_patterns_as_properties(out)
         _pattern_twins_as_true(out)
         _subsumed_names_skipped(out, checks.deref)
         _discriminated_conditions(out)
         conditions = _dependencies_as_conditions(out)  # llguidance has neither, nor `not`:
-        conditions += _property_counts_as_key_sets(out) + _min_properties_as_condition(out)
+        conditions += _property_counts_as_key_sets(out) + _open_property_counts_as_key_sets(out) + _min_properties_as_condition(out)
         wide = _wide_number_bounds(out)
         if wide is not None:  # a narrowing: under a negation it would widen the whole
             unsafe = unsafe or negated
@@ -872,6 +904,46 @@ def _property_counts_as_key_sets(node: dict) -> list[Any]:
     branches = [{"required": [*dict.fromkeys(required), *chosen], "properties": {name: False for name in optional if name not in chosen}}
                 for k in counts for chosen in itertools.combinations(optional, k)]
     return [{"anyOf": branches or [{"type": ["null", "boolean", "number", "string", "array"]}]}]  # no count fits: no object
+
+
+_COUNTED_OBJECT_KEYWORDS = {"properties", "required", "additionalProperties", "minProperties", "maxProperties"}
+_UNCOUNTED_OBJECT_KEYWORDS = {"patternProperties", "propertyNames", "dependentRequired", "dependentSchemas", "dependencies",
+                              "unevaluatedProperties"}
+
+
+def _open_property_counts_as_key_sets(node: dict) -> list[Any]:
+    """maxProperties (and minProperties) of an object that admits undeclared keys, as one branch
+    per set of optional declared keys present (catalog-info: exactly one of `$json`, `$text`,
+    `$yaml`, or one undeclared key): in each, every declared key it holds is required, the others
+    absent, undeclared keys matched by a pattern of every other name, and the counts kept, which
+    llguidance takes where every listed key is required. Exact (a value's declared keys pick its
+    branch); up to MAX_KEY_SETS branches, the object keywords popped from `node`, returned for
+    an allOf with a branch for every other type. Otherwise left as they are."""
+    least, most = node.get("minProperties", 0), node.get("maxProperties")
+    props, required, extra = node.get("properties", {}), node.get("required", []), node.get("additionalProperties", True)
+    if most is None or extra is False or set(node) & _UNCOUNTED_OBJECT_KEYWORDS:
+        return []
+    if not isinstance(props, dict) or not isinstance(required, list) or not set(required) <= set(props):
+        return []
+    if not all(_is_count(n) for n in (least, most)) or any(props[name] is False for name in required):
+        return []
+    others = literals_complement([(name, True) for name in props]) if props else ""
+    if others is None:
+        return []
+    required = list(dict.fromkeys(required))
+    optional = [name for name, sub in props.items() if sub is not False and name not in required]
+    if not optional:
+        return []  # every listed key required: llguidance takes the counts as they are (so does each branch below)
+    counts = range(0, max(min(most - len(required), len(optional)) + 1, 0))
+    if sum(math.comb(len(optional), k) for k in counts) > MAX_KEY_SETS:
+        return []
+    for key in _COUNTED_OBJECT_KEYWORDS:
+        node.pop(key, None)
+    rest = {"patternProperties": {others: extra}} if others else {"additionalProperties": extra}
+    branches = [{"type": "object", "properties": {name: props[name] for name in (*required, *chosen)}, "required": [*required, *chosen],
+                 **rest, **({"additionalProperties": False} if others else {}), "minProperties": least, "maxProperties": most}
+                for k in counts for chosen in itertools.combinations(optional, k)]
+    return [{"anyOf": [*branches, {"type": ["null", "boolean", "number", "string", "array"]}]}]
 
 
 def _min_properties_as_condition(node: dict) -> list[Any]:

@@ -779,3 +779,54 @@ def test_one_of_told_apart_by_property_names_stays_on_llguidance():
                  '{"phrasings":[{"State":"s"}]}', '{"phrasings":[{"A":1,"Other":1}]}', '{"phrasings":[1]}', '{"phrasings":[{"A":"x"}]}',
                  '{"names":{"x":1}}', '{"names":{"":1}}', '{"names":{}}'):
         assert _walk(compiled, schema, text) == _valid(schema, text), text
+
+
+OPEN_COUNTS = [
+    # catalog-info's API definition: a string, or an object of exactly one key (`$json`, `$text`,
+    # `$yaml`, or any other)
+    {"type": ["string", "object"], "minLength": 1, "minProperties": 1, "maxProperties": 1,
+     "properties": {"$json": {"type": "string", "minLength": 1}, "$text": {"type": "string"}, "$yaml": {"type": "string"}}},
+    {"type": "object", "required": ["p"], "maxProperties": 2, "properties": {"p": {"type": "integer"}, "a": {"type": "string"}, "b": {}},
+     "additionalProperties": {"type": "integer"}},
+    {"type": "object", "minProperties": 2, "maxProperties": 3, "properties": {"a": {"type": "string"}, "b": False}},
+]
+
+
+@pytest.mark.parametrize("schema", OPEN_COUNTS, ids=range(len(OPEN_COUNTS)))
+def test_property_counts_of_an_open_object_on_llguidance(schema):
+    """min/maxProperties beside optional keys where undeclared keys are allowed: llguidance
+    refuses them as written; one branch per set of declared keys present
+    (_open_property_counts_as_key_sets) keeps the schema on llguidance, exactly. Every subset of
+    declared and undeclared keys, each with a value of a type some key takes and one it may not,
+    against jsonschema."""
+    compiled = compile_json_schema(schema, BYTES)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    keys = [*schema["properties"], "x", "y"]
+    texts = ['"s"', '""', "1", "[]"]
+    for n in range(4):
+        for chosen in itertools.combinations(keys, n):
+            for value in ('"v"', "7"):
+                texts.append("{" + ",".join(f'"{k}":{value}' for k in chosen) + "}")
+    for text in texts:
+        assert _walk(compiled, schema, text) == _valid(schema, text), text
+    for text in ('{"a":"v","p":1}', '{"x":2,"a":"v"}', '{"p":1,"a":"v","x":"v"}'):  # keys out of declared order: sound only
+        assert not _walk(compiled, schema, text) or _valid(schema, text), text
+
+
+def test_listed_patterns_beside_other_patterns_on_llguidance():
+    """patternProperties that list their keys beside a pattern matching them too (chrome-manifest:
+    `.*` and `^_execute_browser_action$`; minecraft: `^(?:nbt|team)$` and `^(?:nbt|potion|tag)$`):
+    llguidance refuses patterns that are not disjoint; as declared properties, which llguidance
+    intersects with the patterns matching them, the schema stays on llguidance, exactly (keys
+    in declared order, as the compiler writes them)."""
+    schema = {"type": "object", "properties": {"team": {"maximum": 8}},
+              "patternProperties": {".*": {"type": "integer"}, "^(?:nbt|team)$": {"minimum": 3}, "^(?:nbt|potion)$": {"multipleOf": 2}}}
+    compiled = compile_json_schema(schema, BYTES)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    for key in ("nbt", "team", "potion", "other", "nb", "teams"):
+        for value in ("1", "2", "4", "5", "9", "10", '"x"'):
+            text = "{" + f'"{key}":{value}' + "}"
+            assert _walk(compiled, schema, text) == _valid(schema, text), text
+    # listed keys are declared ones now: written after `team` (declared first), in name order
+    assert _walk(compiled, schema, '{"team":5,"nbt":4,"potion":6,"z":-1}')
+    assert not _walk(compiled, schema, '{"team":5,"nbt":5,"potion":6,"z":-1}')

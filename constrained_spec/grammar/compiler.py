@@ -17,7 +17,7 @@ from typing import Any
 
 from .json_dialects import in_declared_drafts, may_hold_older_forms
 from .json_unevaluated import unevaluated_as_additional
-from .json_ir import Grammar, Lit, RecursiveGrammar, seq
+from .json_ir import Grammar, GrammarTooLarge, Lit, RecursiveGrammar, seq
 from .json_refs import bundle, without_unreachable_definitions
 from .json_schema import deep_recursion, json_value_grammar, normalize_schema, schema_to_grammar
 from .json_shapes import check_keyword_shapes
@@ -101,30 +101,65 @@ def _check(vocab: Any, backend: str) -> None:
     check_backend(backend)
 
 
+# outlines-core indexes a regex state by state over the whole vocabulary (~3 ms a state here), and
+# a large schema's regex has thousands of states: catalog-info's 121,945 characters took over 150 s
+# (14 s on the Lark engine, split). Past this size the grammar goes to our Lark engine, written
+# part by part (`split_above`), whose terminals stay small: a free string is one shared terminal,
+# not a copy per property. Lark's cost grows with the square of the optional members of one
+# object (a 200-member object, 26,487 characters: 46 s as a regex, 79 s on Lark), hence a limit
+# well above such objects.
+REGEX_PATH_MAX_CHARS = 50_000
+# Under `split_above`, a part whose regex passes this many characters is not one terminal.
+TERMINAL_MAX_CHARS = 2_000
+
+
 def _from_ir(grammar: Grammar, vocab: Vocabulary) -> CompiledGrammar:
-    """Regex path when the grammar is regular, the Lark (CFG) engine when it recurses."""
+    """Regex path when the grammar is regular and small, the Lark (CFG) engine when it recurses
+    or is large (then regular parts are split into terminals of at most TERMINAL_MAX_CHARS)."""
+    regex = None
     try:
         with deep_recursion():
             regex = grammar.to_regex()
-        return CompiledRegex(regex, vocab)
-    except RecursiveGrammar:
+        if len(regex) <= REGEX_PATH_MAX_CHARS:
+            return CompiledRegex(regex, vocab)
+    except (RecursiveGrammar, GrammarTooLarge):  # too large: regular, but only the Lark engine, split, can take it
         pass
     except RecursionError:
         raise GrammarError("the grammar is nested too deeply to compile") from None
+    regular = regex is not None or not grammar.cyclic_names()
+    try:
+        return lark_of_ir(grammar, vocab, TERMINAL_MAX_CHARS if regular else None)
+    except GrammarError as exc:
+        if not regular and _terminal_too_large(exc):  # a recursive grammar with huge terminals
+            return lark_of_ir(grammar, vocab, TERMINAL_MAX_CHARS)
+        if regex is None:
+            raise
+    log.info("the Lark engine refused a large regular grammar; indexing its %d-character regex", len(regex))
+    return CompiledRegex(regex, vocab)
+
+
+def _terminal_too_large(exc: GrammarError) -> bool:
+    message = str(exc)
+    return message.startswith("terminal ") or message.startswith("lexer automaton over ")
+
+
+def lark_of_ir(grammar: Grammar, vocab: Vocabulary, split_above: int | None = None) -> CompiledGrammar:
+    """`grammar` on our Lark engine (Grammar.to_lark: `split_above` writes large regular parts
+    part by part)."""
     try:
         from .lark_engine import compile_lark
     except ImportError as exc:
-        raise GrammarError("this constraint is recursive and needs the Lark engine, which is not available") from exc
+        raise GrammarError("this constraint is recursive or large and needs the Lark engine, which is not available") from exc
     try:
         with deep_recursion():
-            text = grammar.to_lark()
+            text = grammar.to_lark(split_above=split_above)
             try:
                 return compile_lark(text, vocab)
             except GrammarError as exc:
                 # Overlapping branches (an anyOf of objects with the same optional keys) reach
                 # the end of two different tail rules on one token: Lark cannot choose which to
                 # reduce. Written inline, as before tail rules, both are one alternative.
-                if "Reduce/Reduce" not in str(exc) or text == (inline := grammar.to_lark(chains=False)):
+                if "Reduce/Reduce" not in str(exc) or text == (inline := grammar.to_lark(chains=False, split_above=split_above)):
                     raise
             return compile_lark(inline, vocab)
     except RecursionError:

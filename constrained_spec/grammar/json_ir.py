@@ -226,17 +226,22 @@ class Grammar:
                     todo.extend(edges[name])
         return cyclic
 
-    def to_lark(self, chains: bool = True) -> str:
+    def to_lark(self, chains: bool = True, split_above: int | None = None) -> str:
         """The grammar as Lark text. `chains=False` writes every sequence and alternation inline,
         as before chains existed (for grammars where a tail rule shared by overlapping branches
-        makes a reduce/reduce conflict: see compiler._from_ir)."""
+        makes a reduce/reduce conflict: see compiler._from_ir). `split_above`: a part whose regex
+        would pass this many characters is written as recursive parts are (its members apart,
+        long sequences chained), not as one terminal (for regular grammars too large to index
+        as one regex: see compiler._from_ir)."""
         try:
-            return self._to_lark(AROUND_RECURSION_ALTERNATIVES, chains)
+            return self._to_lark(AROUND_RECURSION_ALTERNATIVES, chains, split_above)
         except GrammarTooLarge:  # members around recursion merged again: fewer alternatives
-            return self._to_lark(0, chains)
+            return self._to_lark(0, chains, split_above)
 
-    def _to_lark(self, around: int, chains: bool) -> str:
+    def _to_lark(self, around: int, chains: bool, split_above: int | None = None) -> str:
         self._memo: dict = {}
+        self._sizes: dict[int, int] = {}
+        self._split_above = split_above
         self._chains = chains
         self._around = around
         self._bodies: bool | str = "auto"
@@ -245,10 +250,12 @@ class Grammar:
         try:
             return self._lark_rules()
         finally:
-            del self._memo, self._chains, self._around, self._bodies, self._merged, self._tails
+            del self._memo, self._sizes, self._split_above, self._chains, self._around, self._bodies, self._merged, self._tails
 
     def _lark_rules(self) -> str:
         cyclic = self.cyclic_names()
+        if self._split_above is not None:  # large definitions are rules too: written once, however often referenced
+            cyclic |= {name for name in _refs(self.root, self.defs) if regex_size(self.defs[name], self._sizes, self.defs) > self._split_above}
         rules = {"start": self._lark(self.root, cyclic)}
         for name in sorted(cyclic):
             rules[_rule_name(name)] = self._lark(self.defs[name], cyclic)
@@ -382,6 +389,11 @@ class Grammar:
 
     @_per_lark_call(seen_at=1)
     def _has_cycle_ref(self, node: Node, cyclic: set[str], seen: frozenset[str] = frozenset()) -> bool:
+        """Whether `node` reaches a cyclic definition, or (under `split_above`) is a composite
+        too large to be one terminal: both are written part by part."""
+        limit = self.__dict__.get("_split_above")
+        if limit is not None and not isinstance(node, (Lit, Rx)) and regex_size(node, self._sizes, self.defs) > limit:
+            return True
         if isinstance(node, Ref):
             if node.name in cyclic:
                 return True

@@ -8,6 +8,9 @@ tokenization and with a random split into vocabulary tokens, to each engine:
   - "regex": outlines-core's DFA (what compile() picks for a non-recursive schema),
   - "lark": our Lark engine (what compile() picks for a recursive one; for a non-recursive schema
     it is compiled explicitly from the same grammar IR, so both paths see every schema),
+  - "lark-split": for every other non-recursive schema in place of "lark", the Lark engine on
+    the grammar written part by part (what compile() picks for a regular grammar too large for
+    the regex path), every composite part past SPLIT_ABOVE characters split,
   - "llguidance": the llguidance adapter,
   - "default": the default backend, where it hands llguidance a rewritten schema (else it is
     one of the above); its closed-objects rewrite is checked to only narrow (test_closed_rewrite_narrows).
@@ -25,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import zlib
 from collections import Counter
 from pathlib import Path
 
@@ -33,10 +37,10 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from constrained_spec.grammar import GrammarError, compile_json_schema
+from constrained_spec.grammar.compiler import lark_of_ir
 from constrained_spec.grammar.json_schema import ONE_OF_NARROWED, schema_to_grammar
 from constrained_spec.grammar.json_terminals import FORMAT_PATTERNS
 from constrained_spec.grammar.json_unevaluated import unevaluated_as_additional
-from constrained_spec.grammar.lark_engine import compile_lark
 from constrained_spec.grammar.llguidance_backend import LLGuidanceGrammar
 from constrained_spec.grammar.llguidance_schema import NEGATION_NARROWED, llguidance_schema
 from constrained_spec.grammar.regex_backend import CompiledRegex
@@ -48,6 +52,7 @@ from schema_strategies import NEGATED_OBJECTS, SCHEMAS
 FULL = os.environ.get("CONSTRAINED_SPEC_FULL") == "1"
 SUITE = Path(__file__).parent.parent / "data" / "json_schema_test_suite"
 SUITE_FILES = sorted(p.name for p in SUITE.glob("*.json"))
+SPLIT_ABOVE = 40  # regex characters: past this, a part of a split grammar is not one terminal
 REPRODUCER = {"type": "object", "properties": {"a": {"type": "string"}, "b": {}}, "required": ["b"]}
 
 # Compiler bugs reported in /work/notes/schema-bugs.md (schema, text, expected, got) and not fixed
@@ -96,7 +101,8 @@ class Harness:
             return Oracle(schema, soundness_only=True)  # which values each branch keeps is the compiler's choice
         return Oracle(schema, generation_schema(generated, not grammar.free_extras))  # closed: recursive, or over the open-objects budget
 
-    def engines(self, schema) -> dict:
+    def engines(self, schema, both_lark: bool = False) -> dict:
+        """Every engine that compiles `schema`; both Lark writings with `both_lark`."""
         engines = {}
         try:
             default = compile_json_schema(schema, self.vocab, backend="native")
@@ -107,8 +113,18 @@ class Harness:
                 generated = unevaluated_as_additional(schema)
                 grammar = schema_to_grammar(generated, unique_items=unique)
                 if grammar.free_extras == schema_to_grammar(generated).free_extras:  # else another language (the oracle's is the regex one's)
-                    lark = compile_lark(grammar.to_lark(), self.vocab)
-                    engines["lark"] = UniqueItemsGrammar(lark, self.vocab, schema) if unique else lark
+                    # every other schema written part by part, as a regular grammar too large for
+                    # the regex path is (compiler.REGEX_PATH_MAX_CHARS), at a small enough size
+                    # that every composite part is split
+                    odd = zlib.crc32(json.dumps(schema, sort_keys=True).encode()) % 2
+                    for split in [None, SPLIT_ABOVE] if both_lark else [SPLIT_ABOVE if odd else None]:
+                        lark_name = "lark-split" if split else "lark"
+                        try:
+                            lark = lark_of_ir(grammar, self.vocab, split)
+                        except GrammarError:
+                            self.stats[f"refused {lark_name}"] += 1
+                        else:
+                            engines[lark_name] = UniqueItemsGrammar(lark, self.vocab, schema) if unique else lark
         except GrammarError:
             self.stats["refused ours"] += 1
         except RecursionError as exc:  # a crash is a bug too: report it as one
@@ -204,8 +220,8 @@ def test_bug_reproducers(harness, bug):
     Lark path `{"a":"x","b":1` was accepted as complete). While a bug is in OPEN_BUGS the test
     checks that it still reproduces and skips naming it; once fixed it must be exact."""
     schema, values, raw = REPRODUCERS[bug]
-    oracle, engines = harness.oracle(schema), harness.engines(schema)
-    assert "lark" in engines
+    oracle, engines = harness.oracle(schema), harness.engines(schema, both_lark=True)
+    assert "lark" in engines and ("lark-split" in engines or "regex" not in engines)
     rng = random.Random(11)
     problems = []
     for value in values:
@@ -349,7 +365,7 @@ def test_negated_object_schemas(harness):
     @_over_generated_schemas(examples, NEGATED_OBJECTS)
     def run(schema, data):
         seen["schemas"] += 1
-        engines = {name: e for name, e in harness.engines(schema).items() if name in ("regex", "lark")}  # our compiler's
+        engines = {name: e for name, e in harness.engines(schema).items() if name in ("regex", "lark", "lark-split")}  # our compiler's
         if not engines:
             return
         seen["compiled"] += 1

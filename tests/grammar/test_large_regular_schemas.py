@@ -1,0 +1,74 @@
+"""Regular schemas too large for the regex path (compiler.REGEX_PATH_MAX_CHARS) compile on our
+Lark engine written part by part (Grammar.to_lark's `split_above`), exactly: outlines-core would
+index their regex state by state over the whole vocabulary (catalog-info: over 150 s), and past
+MAX_REGEX_CHARS they were refused."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from constrained_spec.grammar import compile_json_schema, compiler
+from constrained_spec.grammar.json_ir import GrammarTooLarge
+from constrained_spec.grammar.json_schema import schema_to_grammar
+from constrained_spec.grammar.lark_engine import LarkGrammar
+
+from schema_oracle import engine_of
+from test_json_schema_keywords import BYTES, _valid, _walk
+
+WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
+
+
+def _wide_object(count: int) -> dict:
+    """An object of `count` optional members of distinct kinds (enums, bounded strings, integer
+    ranges, arrays of enums), `p0` required."""
+    kinds = [
+        lambda i: {"enum": [f"{w}{i}" for w in WORDS]},
+        lambda i: {"type": "string", "maxLength": 3 + i % 4},
+        lambda i: {"type": "integer", "minimum": -i, "maximum": 10 * i + 5},
+        lambda i: {"type": "array", "items": {"enum": WORDS[: 2 + i % 5]}, "maxItems": 3},
+    ]
+    return {"type": "object", "additionalProperties": False, "required": ["p0"],
+            "properties": {f"p{i}": kinds[i % 4](i) for i in range(count)}}
+
+
+def test_a_large_regular_schema_compiles_on_the_lark_engine_exactly(monkeypatch):
+    # (a lower limit, so that the schema stays small enough to compile in a second or two)
+    monkeypatch.setattr(compiler, "REGEX_PATH_MAX_CHARS", 4_000)
+    schema = _wide_object(44)
+    assert len(schema_to_grammar(schema).to_regex()) > compiler.REGEX_PATH_MAX_CHARS
+    compiled = compile_json_schema(schema, BYTES, backend="native")
+    assert isinstance(engine_of(compiled), LarkGrammar)
+    values = {0: ['"alpha0"', '"beta0"', '"alpha1"', "1"], 1: ['"ab"', '"abcd"', '""', "2"], 2: ["-2", "25", "26", "-3", '"x"'],
+              3: ['["alpha","beta"]', '["alpha","alpha","alpha"]', "[]", '["gamma"]', '["alpha","alpha","alpha","alpha"]']}
+    texts = []
+    for i, j in itertools.combinations([0, 1, 2, 3, 22, 23, 42, 43], 2):
+        for vi, vj in itertools.product(values[i % 4], values[j % 4]):
+            texts.append("{" + f'"p{i}":{vi},"p{j}":{vj}' + "}")
+    texts += ['{"p0":"alpha0"}', "{}", '{"p0":"alpha0","p44":1}', '{"p0":"alpha0",']
+    accepted = 0
+    for text in texts:
+        valid = _valid(schema, text)
+        assert _walk(compiled, schema, text) == valid, text
+        accepted += valid
+    assert 0 < accepted < len(texts)
+    assert not _walk(compiled, schema, '{"p1":"a","p0":"alpha0"}')  # keys out of declared order: not written so
+
+
+def test_a_regular_schema_past_the_regex_limit_compiles():
+    """Arrays of arrays of a wide object, referenced 30 times: the regex would pass
+    MAX_REGEX_CHARS (refused before); the definition is one Lark rule, written once."""
+    schema = {"type": "object", "additionalProperties": False, "$defs": {"item": _wide_object(40)},
+              "properties": {f"k{i}": {"type": "array", "items": {"type": "array", "items": {"$ref": "#/$defs/item"}}} for i in range(30)}}
+    grammar = schema_to_grammar(schema)
+    assert not grammar.cyclic_names()
+    with pytest.raises(GrammarTooLarge):
+        grammar.to_regex()
+    compiled = compile_json_schema(schema, BYTES, backend="native")
+    assert isinstance(engine_of(compiled), LarkGrammar)
+    for text in ('{"k3":[[{"p0":"alpha0","p2":7}],[]]}', '{"k29":[]}', "{}"):
+        assert _walk(compiled, schema, text) and _valid(schema, text), text
+    for text in ('{"k3":[[{"p2":7}]]}', '{"k3":[{"p0":"alpha0"}]}', '{"k30":[]}'):
+        assert not _walk(compiled, schema, text) and not _valid(schema, text), text
+

@@ -172,26 +172,42 @@ MAX_LISTED_PATTERN_KEYS = 64
 
 
 def _listed_patterns_as_properties(node: dict) -> None:
-    """patternProperties that list their keys (`^(?:nbt|team)$`), beside other patterns, as
-    declared properties: llguidance refuses patterns that are not disjoint (`.*` and
+    """patternProperties that list their keys (`^(?:nbt|team)$`) and share one with another
+    pattern, as declared properties: llguidance refuses patterns that are not disjoint (`.*` and
     `^_execute_browser_action$`), and a declared property must also meet every pattern matching
     its name, as llguidance applies them (the same instances: a listed key present meets the
-    listed pattern's schema, its own declared one if any, and the remaining patterns')."""
+    listed pattern's schema, its own declared one if any, and the remaining patterns'). Disjoint
+    ones stay patterns: their keys may come in any order, declared ones only in declared order."""
     props, patterns = node.get("properties", {}), node.get("patternProperties")
     if not isinstance(patterns, dict) or len(patterns) < 2 or not isinstance(props, dict):
         return
-    moved: dict[str, list[Any]] = {}
-    kept = {}
-    for pattern, sub in patterns.items():
+    listed = {}
+    for pattern in patterns:
         finite, keys = pattern_keys(pattern)
         if finite and keys is not None and 0 < len(keys) <= MAX_LISTED_PATTERN_KEYS:
-            for key in sorted(keys):
-                moved.setdefault(key, [props[key]] if key in props else []).append(sub)
-        else:
-            kept[pattern] = sub
-    if not moved:
+            listed[pattern] = keys
+
+    def shared(pattern: str) -> bool:  # a key of this listed pattern that another pattern matches
+        for other in patterns:
+            if other == pattern:
+                continue
+            try:
+                found = re.compile(other)
+            except re.error:
+                return True  # unreadable here: moved (exact either way)
+            if any(found.search(key) for key in listed[pattern]):
+                return True
+        return False
+
+    moving = [pattern for pattern in listed if shared(pattern)]
+    if not moving:
         return
+    moved: dict[str, list[Any]] = {}
+    for pattern in moving:
+        for key in sorted(listed[pattern]):
+            moved.setdefault(key, [props[key]] if key in props else []).append(patterns[pattern])
     node["properties"] = {**props, **{key: parts[0] if len(parts) == 1 else {"allOf": parts} for key, parts in moved.items()}}
+    kept = {pattern: sub for pattern, sub in patterns.items() if pattern not in moving}
     if kept:
         node["patternProperties"] = kept
     else:

@@ -43,6 +43,8 @@ BESIDE_SPLIT_ALTERNATIVES = 64
 # 1,791 at 64 for 61 optional members around a required one; 3 s to compile against 10 s).
 CHAIN_ABOVE = 64
 TAIL_ALTERNATIVES = 8
+# Under `split_above`, a repeated item written longer than this is a rule of its own, copied by name.
+SHARED_ITEM_CHARS = 200
 
 
 def _per_lark_call(seen_at: int | None = None) -> Callable:
@@ -419,6 +421,15 @@ class Grammar:
         raise TypeError(f"unknown node {node!r}")
 
     def _lark(self, node: Node, cyclic: set[str]) -> str:
+        if self.__dict__.get("_split_above") is not None:  # large grammars: each shared node written once
+            return self._lark_once(node, cyclic)
+        return self._lark_written(node, cyclic)
+
+    @_per_lark_call()
+    def _lark_once(self, node: Node, cyclic: set[str]) -> str:
+        return self._lark_written(node, cyclic)
+
+    def _lark_written(self, node: Node, cyclic: set[str]) -> str:
         """Lark text for `node` as one ATOM: every alternation it writes is parenthesised, so
         the result can be placed next to others in a sequence or under a repetition safely."""
         if not self._has_cycle_ref(node, cyclic) and not self.nullable(node):
@@ -608,6 +619,9 @@ class Grammar:
     def _lark_rep(self, node: Rep, cyclic: set[str]) -> str:
         # Expanded into ?, * and copies so any Lark engine reads it (no ~ ranges).
         item = self._lark(node.item, cyclic)  # an atom
+        copies = node.min + (1 if node.max is None else node.max - node.min)
+        if self.__dict__.get("_split_above") is not None and copies > 1 and len(item) > SHARED_ITEM_CHARS:
+            item = self._name_tail(item, self._lark_alternatives(node.item, cyclic))  # nested copies grew exponentially
         parts = [item] * node.min
         if node.max is None:
             parts.append(f"{item}*")

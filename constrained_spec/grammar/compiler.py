@@ -116,17 +116,18 @@ TERMINAL_MAX_CHARS = 2_000
 def _from_ir(grammar: Grammar, vocab: Vocabulary) -> CompiledGrammar:
     """Regex path when the grammar is regular and small, the Lark (CFG) engine when it recurses
     or is large (then regular parts are split into terminals of at most TERMINAL_MAX_CHARS)."""
-    regex = None
+    regex, regular = None, True
     try:
         with deep_recursion():
             regex = grammar.to_regex()
         if len(regex) <= REGEX_PATH_MAX_CHARS:
             return CompiledRegex(regex, vocab)
-    except (RecursiveGrammar, GrammarTooLarge):  # too large: regular, but only the Lark engine, split, can take it
+    except RecursiveGrammar:
+        regular = False
+    except GrammarTooLarge:  # regular, but only the Lark engine, split, can take it
         pass
     except RecursionError:
         raise GrammarError("the grammar is nested too deeply to compile") from None
-    regular = regex is not None or not grammar.cyclic_names()
     try:
         return lark_of_ir(grammar, vocab, TERMINAL_MAX_CHARS if regular else None)
     except GrammarError as exc:

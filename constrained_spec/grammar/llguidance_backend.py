@@ -117,8 +117,12 @@ class LLGuidanceMatcher:
         return self._compiled.vocab.size
 
     def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
-        width = bitmask_width(self.vocab_size)
         checked, shape = self._checked, bitmask.shape
+        if bitmask is checked[0] and shape == checked[1] and 0 <= row < shape[0] and not self._eos and not self._inner.is_stopped():
+            # the common case, kept short (a mask costs a few us): the bitmask checked before
+            self._inner.unsafe_compute_mask_ptr(bitmask.data_ptr() + row * checked[2] * 4, shape[1] * 4)
+            return
+        width = bitmask_width(self.vocab_size)
         if bitmask is not checked[0] or shape != checked[1]:  # callers reuse one bitmask: its layout is checked once
             if bitmask.dtype != torch.int32 or bitmask.ndim != 2 or shape[1] != width:
                 raise GrammarError(f"bitmask must be int32 [rows, {width}] for vocab size {self.vocab_size}, got {bitmask.dtype} {tuple(shape)}")

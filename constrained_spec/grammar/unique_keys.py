@@ -175,13 +175,30 @@ def _quote_tokens(vocab: Vocabulary) -> tuple[TokenSet, TokenSet, TokenSet]:
     return tuple(TokenSet([i for i in quoted if vocab.token_bytes[i].count(b'"') >= least]) for least in (1, 2, 3))
 
 
+@lru_cache(maxsize=16)
+def _closers_by_string(vocab: Vocabulary, in_string: bool) -> tuple[list[int], dict[str, list[int]]]:
+    """The tokens that can close a key read from a value string (in_string) or from outside a
+    string, with no key or escape open (those holding three `"`, or two): (those with a
+    backslash, which the tracker reads; the rest by each string they write whole)."""
+    escaped: list[int] = []
+    by_string: dict[str, list[int]] = {}
+    for token_id in _quote_tokens(vocab)[2 if in_string else 1].ids.tolist():
+        strings = _strings_in(vocab.token_bytes[token_id], in_string)
+        if strings is None:
+            escaped.append(token_id)
+        for text in strings or ():
+            by_string.setdefault(text, []).append(token_id)
+    return escaped, by_string
+
+
 @lru_cache(maxsize=4096)
 def _keys_raw(keys: frozenset) -> list[bytes]:
     """An object's keys as UTF-8 bytes, sorted: those a typed key may still become are one bisection away."""
     return sorted(name.encode("utf-8") for name in keys)
 
 
-def _closing_tokens(keys: frozenset, typed: bytes, tokens: SortedTokens) -> list[int] | None:
+@lru_cache(maxsize=4096)
+def _closing_tokens(keys: frozenset, typed: bytes, tokens: SortedTokens) -> tuple[int, ...] | None:
     """Inside a key typed so far as `typed` (no escape): the tokens that start with the rest of a
     key in `keys` and its closing quote. None where such a key needs escapes to be written."""
     closing: list[int] = []
@@ -189,7 +206,7 @@ def _closing_tokens(keys: frozenset, typed: bytes, tokens: SortedTokens) -> list
         if any(c in raw for c in b'"\\') or min(raw, default=32) < 32:
             return None
         closing += tokens.starting_with(raw[len(typed):] + b'"')
-    return closing
+    return tuple(closing)
 
 
 class UniqueKeysGrammar:
@@ -208,6 +225,7 @@ class UniqueKeysGrammar:
         tables = _escape_tables(vocab) if plain_key_escapes else (None,) * 5
         self._plain_in_key, self._slashed, self._after_slash, self._u_start, self._hex_start = tables
         self._closers = _quote_tokens(vocab)
+        self._closer_strings = (_closers_by_string(vocab, False), _closers_by_string(vocab, True))
         self._sorted = sorted_tokens(vocab)  # tokens by their bytes: the ends of earlier keys
         self._escaped = _escaped_closers(vocab)
 
@@ -229,6 +247,10 @@ class UniqueKeysMatcher:
         # finite_keys' verdicts while one key is open: (the stack it was opened on, verdicts).
         # The stack object is rebuilt at every `{` and `,`, so the same object means the same key.
         self._key_memo: tuple = (None, {})
+        # per stack (rebuilt at every `{`, `[`, `,` and closed key, so one object while a value is
+        # read): whether any key can repeat, and by where a string stands (in_string) the quoted
+        # tokens that could close a key used on it (_suspects): a few checks a mask, not a scan
+        self._stack_memo: tuple = (None, False, {})
 
     @property
     def vocab_size(self) -> int:
@@ -244,10 +266,16 @@ class UniqueKeysMatcher:
         self._inner.fill_bitmask(bitmask, row)
         state = self._states[-1]
         stack, in_string, escaped, key = state
-        repeats = any(frame is not None and frame[0] for frame in stack)  # else no key can repeat yet
+        memo = self._stack_memo
+        if memo[0] is not stack:
+            repeats = any(frame is not None and frame[0] for frame in stack)  # else no key can repeat yet
+            self._stack_memo = memo = (stack, repeats, {})
+        repeats = memo[1]
         escapes = key is not None and self._grammar.plain_escapes
         if not (repeats or escapes):
             return
+        if key is None and escaped is False and self._grammar.prefixes is None and not self._suspects(stack, bool(in_string)):
+            return  # most masks: no quoted token can close a used key here, so none is looked at
         host, words = self._host.words(bitmask, row)  # [ceil(V/32)] uint32
         if escapes:
             self._mask_escapes(escaped, words, state)
@@ -300,14 +328,26 @@ class UniqueKeysMatcher:
         token_bytes, plain = self._grammar.vocab.token_bytes, self._grammar.plain_escapes
         if key is not None and b"\\" not in key and self._mask_key_ends(stack[-1][0], key, words, state):
             return  # inside a key: only the tokens that complete an earlier key, found by their bytes
-        plain_start = key is None and state[2] is False  # no key and no escape open: strings start at known quotes
-        for token_id in closers.allowed_in(words):
-            data = token_bytes[token_id]
-            if plain_start and (strings := _strings_in(data, bool(in_string))) is not None and not any(
-                    text in frame[0] for frame in stack if frame is not None for text in strings):
-                continue  # none of the strings it writes is a key used anywhere on the stack
-            if _advance(state, data, plain) is _DUPLICATE:
+        if key is None and state[2] is False:  # no key and no escape open: strings start at known quotes
+            candidates = self._suspects(stack, bool(in_string))
+            item = words.item
+            candidates = [t for t in candidates if item(t >> 5) >> (t & 31) & 1]
+        else:
+            candidates = closers.allowed_in(words)
+        for token_id in candidates:
+            if _advance(state, token_bytes[token_id], plain) is _DUPLICATE:
                 clear_token(words, token_id)
+
+    def _suspects(self, stack: tuple, in_string: bool) -> list[int]:
+        """The quoted tokens that, read with no key or escape open (inside a value string or
+        not), may close a key used on `stack`: some string they write whole is one, or a
+        backslash leaves it to the tracker. Kept per stack (self._stack_memo)."""
+        held = self._stack_memo[2]
+        if in_string not in held:
+            escaped, by_string = self._grammar._closer_strings[in_string]
+            used = [frame[0] for frame in stack if frame is not None]
+            held[in_string] = list(dict.fromkeys(escaped + [t for text, ids in by_string.items() if any(text in keys for keys in used) for t in ids]))
+        return held[in_string]
 
     def _mask_key_ends(self, keys: frozenset, typed: bytes, words: np.ndarray, state: State) -> bool:
         """Inside a key whose bytes so far are `typed` (no escape): clear the tokens that close it

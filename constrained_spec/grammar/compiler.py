@@ -373,7 +373,7 @@ def _no_repeated_keys(compiled: CompiledGrammar, vocab: Vocabulary, spec: Any) -
 
     finite = finite_key_sets(spec)
     return UniqueKeysGrammar(compiled, vocab, plain_key_escapes=True, finite_keys=finite.prefixes, finite_count=finite.counts,
-                             finite_names=finite.names)
+                             finite_names=finite.names, known_keys=finite.known)
 
 
 _HOLDERS = {"$ref", "allOf", "anyOf", "oneOf", "$defs", "definitions", "$schema", "$id", "id", "$comment",

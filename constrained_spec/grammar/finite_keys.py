@@ -148,7 +148,7 @@ def _has(raws: list[bytes], raw: bytes) -> bool:
 def dead_key_tokens(words: np.ndarray, state: Any, inner: Any, tables: KeyPrefixTables,
                     advance: Callable[[Any, bytes], Any], key_mask: np.ndarray | None,
                     witnesses: dict, commas: bool = True, names: frozenset[str] | None = None,
-                    memo: dict | None = None) -> list[int]:
+                    memo: dict | None = None, stack_memo: dict | None = None, known: list[bytes] | None = None) -> list[int]:
     """The allowed tokens (per the packed row `words`, uint32 `[W]`) after which the open key
     can only become a used one. `state` is the unique-keys tracker's state, `inner` the wrapped
     matcher at that state (left as it was), `advance` the tracker's step, `key_mask` the packed
@@ -158,16 +158,22 @@ def dead_key_tokens(words: np.ndarray, state: Any, inner: Any, tables: KeyPrefix
     whether an object can run out of keys while llguidance still offers a `,` (else neither
     a `,` nor a key just opened is checked: some key is left there). `names`: the only keys
     that can dead-end (FiniteKeys.names; None: any). `memo`: verdicts by (root, key prefix)
-    the caller keeps while the same key stays open (None: this step's own)."""
+    the caller keeps while the same key stays open (None: this step's own); `stack_memo`: a dict
+    the caller keeps while the stack (state[0]) stays the same object. `known`: the closed
+    world's keys (json_key_sets.known_keys, raw and sorted; None: not closed)."""
     stack, in_string, escaped, key = state
-    openings = [ids for frame in stack if frame is not None and (ids := _opening_on(frame[0], names, tables, bool(in_string), commas)) is not None]
-    if not openings:
+    openings = None if stack_memo is None else stack_memo.get(("openings", bool(in_string)))
+    if openings is None:  # the tokens that may open a key at a used key's prefix, in any open object
+        parts = [ids.ids for frame in stack if frame is not None and (ids := _opening_on(frame[0], names, tables, bool(in_string), commas)) is not None]
+        openings = TokenSet(np.unique(np.concatenate(parts))) if parts else False
+        if stack_memo is not None:
+            stack_memo["openings", bool(in_string)] = openings
+    if openings is False:
         return []  # no object has a used key that may dead-end
     candidates: list[int] = []
     if key is not None and escaped is False:  # inside a key: the tokens that continue a used one
         candidates += _continuing(stack[-1][0], names, tables, key).allowed_in(words)
-    for ids in openings:  # tokens that may open a key at a used key's prefix: by their bytes after the last `"`
-        candidates += ids.allowed_in(words)
+    candidates += openings.allowed_in(words)  # found by their bytes after the last `"`
     if commas and key is None and not in_string:  # after a `,` a key must come: is one left?
         candidates += tables.comma_end.allowed_in(words)
     if not candidates:
@@ -178,7 +184,7 @@ def dead_key_tokens(words: np.ndarray, state: Any, inner: Any, tables: KeyPrefix
     targets.sort(key=lambda pair: -len(pair[1][1]))  # longest prefixes first: a live one makes its own prefixes live
     dead = []
     for token_id, (used, prefix, root, lead) in targets:
-        if is_dead(token_id, (used, prefix, root, lead), inner, tables, key_mask, witnesses, alive, words, names):
+        if is_dead(token_id, (used, prefix, root, lead), inner, tables, key_mask, witnesses, alive, words, names, known):
             dead.append(token_id)
         else:
             for i in range(len(prefix)):  # a way on from prefix runs through each of its own prefixes
@@ -210,15 +216,22 @@ def key_target(token_id: int, state: Any, tables: KeyPrefixTables, advance: Call
 
 def is_dead(token_id: int, target: tuple, inner: Any, tables: KeyPrefixTables, key_mask: np.ndarray | None,
             witnesses: dict, alive: dict | None = None, words: np.ndarray | None = None,
-            names: frozenset[str] | None = None) -> bool:
+            names: frozenset[str] | None = None, known: list[bytes] | None = None) -> bool:
     """Whether `token_id` (allowed where the wrapped matcher `inner` stands, left as it was; its
     `key_target`) leaves a key open that can only become a used one, or ends with a `,` where no
     key is left. `alive` memoizes verdicts across the tokens of one step; `words` (that step's
     mask) may prove a key alive without a search; so does an unused key of `names` the grammar
-    takes here, in one validate call."""
+    takes here, in one validate call. In a closed world (`known`) a few validate calls
+    replace the search (_known_alive)."""
     used, prefix, root, lead = target
     alive = {} if alive is None else alive
     if (root, prefix) not in alive:
+        if known is not None and not _witnessed(inner, tables, lead, used, prefix, witnesses, root[1]):
+            verdict = _known_alive(inner, tables, lead, used, prefix, known, alive)
+            if verdict is not None:
+                alive[root, prefix] = verdict
+                _keep_witness(alive, witnesses, root[1], prefix)
+                return not verdict
         if _witnessed(inner, tables, lead, used, prefix, witnesses, root[1]) or (
                 names and _guessed(inner, tables, lead, used, prefix, names, witnesses, root[1])) or (
                 words is not None and len(lead) == 1 and _proven_now(words, tables, tables.token_bytes[token_id], prefix, used)):
@@ -241,6 +254,34 @@ def is_dead(token_id: int, target: tuple, inner: Any, tables: KeyPrefixTables, k
 
 
 _FOUND = ("witness",)  # where a search leaves the live key it found, in its memo
+_KNOWN_PROBES = 48  # a closed world's unused keys asked about at most; more: the search
+_OFF_KEY = b"~#^"  # key bytes every "any key" source takes (one not continuing a used key is probed)
+
+
+def _known_alive(inner: Any, tables: KeyPrefixTables, lead: list[int], used: list[bytes], prefix: bytes, known: list[bytes],
+                 memo: dict) -> bool | None:
+    """Whether the key `lead` leaves open at `prefix` (the wrapped matcher where it stands, left
+    as it was) can end other than as a used key, where every key any object takes is in `known`
+    or the object takes any key: then it can iff the grammar takes `prefix` and one byte off the
+    used keys (an "any key" source here), or an unused known key extending it, quote included.
+    A few validate calls where the search fills a mask per branch of the used keys. None where
+    there are too many keys to ask, or a byte has no one-byte token: the search decides."""
+    unused = [raw for raw in extending(known, prefix) if not _has(used, raw)]
+    off = next((b for b in _OFF_KEY if not extending(used, prefix + bytes((b,)))), None)
+    if len(unused) > _KNOWN_PROBES or off is None or tables.single[off] < 0:
+        return None
+    if inner.validate_tokens(lead) != len(lead):
+        return True  # the key does not open right here: counted alive (as is_dead does)
+    if inner.validate_tokens(lead + [tables.single[off]]) == len(lead) + 1:
+        return True
+    for raw in unused:
+        steps = lead + [tables.single[b] for b in raw[len(prefix):]] + [tables.quote]
+        if min(steps) < 0:
+            return None
+        if inner.validate_tokens(steps) == len(steps):
+            memo[_FOUND] = raw + b'"'
+            return True
+    return False
 
 
 def _witnessed(inner: Any, tables: KeyPrefixTables, lead: list[int], used: list[bytes], prefix: bytes,

@@ -30,6 +30,9 @@ class FiniteKeys:
     prefixes: bool = False  # some object may admit only finitely many keys llguidance offers again
     counts: bool = False  # such an object may offer a `,` with every key used (not json_key_order's counted ones)
     names: frozenset[str] | None = None  # every key such objects offer again; None: not listable
+    # every key any object takes, but where it takes any key at all (a closed world: declared,
+    # required and listed keys); None where a pattern or propertyNames admits keys not listed
+    known: frozenset[str] | None = None
 
 
 def finite_key_sets(spec: Any) -> FiniteKeys:
@@ -57,7 +60,47 @@ def finite_key_sets(spec: Any) -> FiniteKeys:
                         counts = counts or not _counted_keys(node)
                         names = None if listed is None or names is None else names | listed
             todo += list(node.values())
-    return FiniteKeys(prefixes, counts, frozenset(names) if prefixes and names is not None else None)
+    return FiniteKeys(prefixes, counts, frozenset(names) if prefixes and names is not None else None,
+                      known_keys(spec) if prefixes else None)
+
+
+_MAX_KNOWN_CHARS = 200  # a longer key leaves the closed world (the search counts its far end alive)
+
+
+def known_keys(spec: Any) -> frozenset[str] | None:
+    """Every key name `spec` spells out (properties, required and dependency lists, listed
+    patterns and propertyNames), where every object takes only those or else any key at all
+    (additionalProperties); None where a pattern or propertyNames admits keys not listed, or a
+    name holds a quote, a backslash, a control character or DEL (kept off the probes)."""
+    known: set[str] = set()
+    todo = [spec]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, list):
+            todo += node
+            continue
+        if not isinstance(node, dict):
+            continue
+        for pattern in node.get("patternProperties") or {}:
+            listed = pattern_keys(pattern)[1]
+            if listed is None:
+                return None
+            known |= listed
+        if "propertyNames" in node:
+            listed = _bounded_names(node["propertyNames"]) if isinstance(node["propertyNames"], dict) else None
+            if not isinstance(listed, frozenset):
+                return None
+            known |= listed
+        for keyword in ("properties", "dependentRequired", "dependentSchemas", "dependencies"):
+            if isinstance(node.get(keyword), dict):
+                known |= {k for k in node[keyword] if isinstance(k, str)}
+                known |= {n for v in node[keyword].values() if isinstance(v, list) for n in v if isinstance(n, str)}
+        if isinstance(node.get("required"), list):
+            known |= {n for n in node["required"] if isinstance(n, str)}
+        todo += list(node.values())
+    if any(len(k) > _MAX_KNOWN_CHARS or any(c in '"\\\x7f' or c < " " for c in k) for k in known):
+        return None
+    return frozenset(known)
 
 
 def _bounded_names(schema: dict) -> frozenset[str] | None | bool:

@@ -213,7 +213,8 @@ class UniqueKeysGrammar:
     """CompiledGrammar: `inner` (a JSON grammar) with duplicate keys removed."""
 
     def __init__(self, inner: CompiledGrammar, vocab: Vocabulary, plain_key_escapes: bool = False,
-                 finite_keys: bool = False, finite_count: bool = True, finite_names: frozenset[str] | None = None) -> None:
+                 finite_keys: bool = False, finite_count: bool = True, finite_names: frozenset[str] | None = None,
+                 known_keys: frozenset[str] | None = None) -> None:
         self.inner = inner
         self.vocab = vocab
         self.plain_escapes = plain_key_escapes
@@ -222,6 +223,7 @@ class UniqueKeysGrammar:
         self.prefixes = key_prefix_tables(vocab) if finite_keys else None
         self.finite_count = finite_count
         self.finite_names = finite_names  # the keys that can dead-end (None: any)
+        self.known = sorted(json.dumps(k, ensure_ascii=False)[1:-1].encode() for k in known_keys) if known_keys is not None else None
         tables = _escape_tables(vocab) if plain_key_escapes else (None,) * 5
         self._plain_in_key, self._slashed, self._after_slash, self._u_start, self._hex_start = tables
         self._closers = _quote_tokens(vocab)
@@ -289,7 +291,8 @@ class UniqueKeysMatcher:
                     memo = self._key_memo[1]
                 for token_id in dead_key_tokens(words, state, self._inner, self._grammar.prefixes,
                                                 lambda s, data: _advance(s, data, plain), self._grammar._plain_in_key,
-                                                self._witnesses, self._grammar.finite_count, self._grammar.finite_names, memo):
+                                                self._witnesses, self._grammar.finite_count, self._grammar.finite_names, memo,
+                                                self._stack_memo[2], self._grammar.known):
                     clear_token(words, token_id)
         HostRows.store(bitmask, host, row)
 
@@ -392,7 +395,7 @@ class UniqueKeysMatcher:
             self._inner.accept_token(token)
         try:
             return is_dead(int(token_id), target, self._inner, tables, self._grammar._plain_in_key, self._witnesses,
-                           names=self._grammar.finite_names)
+                           names=self._grammar.finite_names, known=self._grammar.known)
         finally:
             self._inner.rollback(len(before))
 

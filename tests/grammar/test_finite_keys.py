@@ -317,3 +317,75 @@ def test_verdicts_kept_while_a_key_is_open_follow_that_key():
     fresh.rollback(3)
     fresh.accept_token(ord("b"))
     assert fresh.validate_tokens([closer]) == 1  # ... and alive after b (abc is left)
+
+
+OPEN_BESIDE = {"type": "object", "additionalProperties": False,  # a closed world with an open object inside
+               "patternProperties": {"^(?:ab|b|abc)$": {"type": "integer"}},
+               "properties": {"obj": {"type": "object", "additionalProperties": {"type": "integer"}}}}
+
+
+def test_known_keys_are_every_key_a_closed_world_spells_out():
+    from constrained_spec.grammar.json_key_sets import known_keys
+
+    assert known_keys(OPEN_BESIDE) == {"ab", "b", "abc", "obj"}
+    assert known_keys(NAMED) == {"x", "xy"}
+    assert known_keys({"type": "object", "required": ["id"], "dependentRequired": {"a": ["b"]}}) == {"id", "a", "b"}
+    assert known_keys(MIXED) is None  # ^a[0-9]+$ grows: keys not listed
+    assert known_keys({"propertyNames": {"pattern": "^[a-z]+$"}}) is None
+    assert known_keys({"properties": {'say "hi"': {}}}) is None  # a quote: kept off the probes
+
+
+def _without_known(compiled):
+    """The compiled wrapper and the same wrapper deciding every verdict by the search (known=None)."""
+    from constrained_spec.grammar.unique_keys import UniqueKeysGrammar
+
+    while not isinstance(compiled, UniqueKeysGrammar) and hasattr(compiled, "inner"):  # under uniqueItems
+        compiled = compiled.inner
+    assert isinstance(compiled, UniqueKeysGrammar) and compiled.known is not None
+    searching = UniqueKeysGrammar(compiled.inner, compiled.vocab, plain_key_escapes=compiled.plain_escapes, finite_keys=True,
+                                  finite_count=compiled.finite_count, finite_names=compiled.finite_names)
+    return compiled, searching
+
+
+@pytest.fixture
+def probe_verdicts(monkeypatch):
+    """How many verdicts the closed world's probes gave (so a differential cannot pass unexercised)."""
+    from constrained_spec.grammar import finite_keys
+
+    given = []
+    probe = finite_keys._known_alive
+
+    def counted(*args):
+        verdict = probe(*args)
+        given.append(verdict)
+        return verdict
+
+    monkeypatch.setattr(finite_keys, "_known_alive", counted)
+    return given
+
+
+@pytest.mark.parametrize("schema", [PATTERNED, NAMED, OPEN_BESIDE], ids=["patterned", "property-names", "open-beside"])
+def test_closed_world_probes_mask_as_the_search_on_random_walks(schema, probe_verdicts):
+    """Differential: where every key is known (json_key_sets.known_keys) a few validate calls
+    decide a key prefix; the masks must equal the search's, along seeded random walks (N = 60,
+    byte vocabulary), dead verdicts among them."""
+    twins = _without_known(compile_json_schema(schema, BYTES))
+    rng = random.Random(11)
+    for _ in range(60):
+        tokens, _ = _walk(twins[0], BYTES, bytes, rng, 120)
+        _same_masks_along(twins, BYTES, tokens)
+    assert probe_verdicts.count(False) >= 10 and probe_verdicts.count(True) >= 10
+
+
+@pytest.mark.parametrize("name", ["schemastore-djlint.json", "own-fc-get-weather.json", "schemastore-docker-bake.json"])
+def test_closed_world_probes_mask_as_the_search_on_corpus_instances(name, smollm2_tokenizer, smollm2_vocab, probe_verdicts):
+    """The same on real schemas (benchmark corpus, SmolLM2's vocabulary), along every valid instance."""
+    from pathlib import Path
+
+    entry = json.loads((Path(__file__).parents[2] / "benchmarks" / "schema_corpus" / name).read_text())
+    twins = _without_known(compile_json_schema(entry["schema"], smollm2_vocab))
+    compared = 0
+    for instance in entry["instances"]:
+        if instance["valid"]:
+            compared += _same_masks_along(twins, smollm2_vocab, smollm2_tokenizer.encode(instance["text"], add_special_tokens=False))
+    assert compared > 20 and False in probe_verdicts

@@ -45,6 +45,7 @@ __all__ = ["ItemSites", "UniqueItemsGrammar", "UniqueItemsMatcher", "item_key"]
 _WS = b" \t\n\r"
 LOOKAHEAD = 4  # tokens a mask looks ahead along earlier items' text for a way to a new item
 _NUMBER_GROWTH = b"0123456789.eE"
+_NUMBER_START = [bytes((c,)) for c in b"-0123456789"]
 _VALUE_ENDS = b'"}]el0123456789'  # the last byte of a complete JSON value
 _ESCAPE_BYTES = b"etaoisrnET _-"  # tried in turn after a token to show an item can differ
 
@@ -323,6 +324,8 @@ class _Tables(NamedTuple):
     scratch: threading.local  # a mask row per thread for _way_out
     brackets: TokenSet  # tokens holding `]` or `}`: the only ones that can complete an open container
     quoted_brackets: TokenSet  # those with the `]` or `}` after a `"`: the only ones from inside a string
+    whole: TokenSet  # tokens holding two `"` or starting a number: the only ones that write a whole string or number item
+    second_items: TokenSet  # tokens that may end an item and write the next one whole (`","a"`, `1,1]`): they may repeat one alone
 
 
 @lru_cache(maxsize=8)
@@ -350,7 +353,19 @@ def _token_tables(vocab: Vocabulary) -> _Tables:
     closing_more = [i for data, ids in by_bytes.items() for i in ids
                     if b'"' in data and any(c in data.split(b'"', 1)[1] for c in b'",]}')]
     return _Tables(as_ids(structural), as_ids(digits), as_ids(growth), as_ids(numeric), by_bytes, longest,
-                   sorted_tokens(vocab), escapes, as_ids(sorted(closing_more)), threading.local(), as_ids(brackets), as_ids(quoted_brackets))
+                   sorted_tokens(vocab), escapes, as_ids(sorted(closing_more)), threading.local(), as_ids(brackets), as_ids(quoted_brackets),
+                   as_ids([i for i, data in enumerate(vocab.token_bytes) if data and (data.count(b'"') >= 2 or data.lstrip(_WS)[:1] in _NUMBER_START)]),
+                   as_ids([i for i, data in enumerate(vocab.token_bytes) if data and _writes_a_second_item(data)]))
+
+
+def _writes_a_second_item(data: bytes) -> bool:
+    """Whether after a `,` the token may write a whole item: two quotes, a `]` or `}`, or a
+    digit with a `,` or `]` after it (a number ends there)."""
+    rest = data.partition(b",")[2]
+    if rest.count(b'"') >= 2 or b"]" in rest or b"}" in rest:
+        return True
+    digits = [i for i, c in enumerate(rest) if 48 <= c <= 57]
+    return bool(digits) and any(c in rest[digits[0]:] for c in b",]")
 
 
 def _mask_words(matcher: GrammarMatcher, scratch: threading.local | None = None) -> np.ndarray:
@@ -369,14 +384,33 @@ def _mask_words(matcher: GrammarMatcher, scratch: threading.local | None = None)
 _ITEM_END = frozenset(b", \t\n\r")
 
 
-def _closes_a_repeat(closing: tuple[bytes, frozenset[bytes]], data: bytes) -> bool | None:
+def _closes_a_repeat(closing: tuple[bytes, frozenset[bytes], bool], data: bytes) -> bool | None:
     """For _string_item_closing's case: whether a token that closes the string repeats an
-    earlier item; None where the token does more than close it and end the item (another quote,
-    a bracket, an escape: _blocked decides)."""
+    earlier item; None where the token does more than close it, end the item and perhaps open
+    the next string item (a bracket, an escape, a whole string: _blocked decides). An open
+    string item of such an array is never a repeat yet, whatever follows."""
+    item, earlier, at_start = closing
+    if at_start:  # before the item: a token opening the string at once, then as inside it
+        if data[:1] != b'"':
+            return None
+        item, data = b'"', data[1:]
+    part = _closing_part(data)
+    return None if part is None else item + part in earlier
+
+
+@lru_cache(maxsize=65536)
+def _closing_part(data: bytes) -> bytes | None:
+    """What a token adds to a string item it closes (its bytes to the quote), where it does
+    no more than close it, end the item and perhaps open the next string item; else None."""
     quote = data.find(b'"')
-    if quote < 0 or b"\\" in data[:quote] or not _ITEM_END.issuperset(data[quote + 1:]):
+    if quote < 0 or b"\\" in data[:quote]:
         return None
-    return closing[0] + data[: quote + 1] in closing[1]
+    rest = data[quote + 1:]
+    if not _ITEM_END.issuperset(rest):  # the next string item may start, and stay open (`","ab`)
+        between, opening, started = rest.partition(b'"')
+        if not opening or not _ITEM_END.issuperset(between) or between.count(b",") != 1 or b'"' in started or b"\\" in started:
+            return None
+    return data[: quote + 1]
 
 
 class UniqueItemsGrammar:
@@ -387,6 +421,7 @@ class UniqueItemsGrammar:
         self.vocab = vocab
         self.sites = ItemSites(schema)
         self.tables = _token_tables(vocab)
+        self.second_item_ids = frozenset(self.tables.second_items.ids.tolist())
 
     @property
     def vocab_size(self) -> int:
@@ -464,25 +499,27 @@ class UniqueItemsMatcher:
             return not self._alive(after, written, probe, following, depth - 1)  # `following` grows only past the probe
         return False
 
-    def _string_item_closing(self, state: _State) -> tuple[bytes, frozenset[bytes]] | None:
+    def _string_item_closing(self, state: _State) -> tuple[bytes, frozenset[bytes], bool] | None:
         """The common case, decided without _blocked: inside a string item (no escapes) of an
-        open-ended unique array, the only unique array holding items. Then (the item's bytes so
-        far, the earlier items' texts), else None. Without escapes equal strings are equal text."""
+        open-ended unique array, the only unique array holding items, or right before an item of
+        one (at_start). Then (the item's bytes so far, the earlier items' texts, at_start), else
+        None. Without escapes equal strings are equal text."""
         stack = state.stack
-        if not (state.in_string and state.escaped is False and state.key is None and stack):
+        if not (state.escaped is False and state.key is None and stack):
             return None
         top = stack[-1]
-        if not (top.is_array and top.unique and top.open_ended and top.done and top.start >= 0):
+        at_start = not state.in_string and top.start < 0
+        if not (top.is_array and top.unique and top.open_ended and top.done and (state.in_string and top.start >= 0 or at_start)):
             return None
         if any(f.unique and f.done for f in stack[:-1]):
             return None  # an outer array could complete a repeat of its own
-        item = bytes(self._text[top.start:])
+        item = b'"' if at_start else bytes(self._text[top.start:])
         if item[:1] != b'"' or b"\\" in item:
             return None
         earlier = frozenset(bytes(self._text[s:e]).rstrip(_WS) for _, s, e in top.done)
         if any(b"\\" in e for e in earlier):
             return None
-        return item, earlier
+        return item, earlier, at_start
 
     def _way_out(self, inner: GrammarMatcher, token_id: int, item: bytes, ahead: list[bytes]) -> bool:
         """Whether after token_id the grammar allows a plain byte (a letter, a space, ...) that
@@ -547,7 +584,7 @@ class UniqueItemsMatcher:
         string item is written (no escapes around): only tokens along an earlier item's text
         and those that close the string and go on to more structure."""
         tables = self._grammar.tables
-        found: set[int] = set()
+        found: set[int] = set(tables.second_items.allowed_in(words))  # two items in one token: the first may be any
         structural = False  # every allowed token holding `" , ] }` may matter
         completing = False  # those that can complete an open object or array item
         for frame in state.stack:  # the first item of a finite domain: a token may end it and start a forced repeat
@@ -575,6 +612,11 @@ class UniqueItemsMatcher:
                 continue
             if frame.open_ended and item[:1] == b'"' and not state.in_string:
                 continue  # a complete string, already unlike every earlier one
+            if frame.open_ended and frame is state.stack[-1] and not state.in_string and not item.strip(_WS):
+                # before an item of free strings or numbers: only a token writing a whole one
+                # (two quotes, or a number and what ends it) can make it a repeat
+                found |= set(tables.whole.allowed_in(words))
+                continue
             if frame is not state.stack[-1] and not any(e.startswith(item) for e in earlier):
                 # an open object or array unlike every earlier item's text: it can only become
                 # a repeat (keys in another order) where a token completes it, with a `}` or `]`
@@ -599,11 +641,16 @@ class UniqueItemsMatcher:
     def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
         self._inner.fill_bitmask(bitmask, row)
         state = self._states[-1]
-        if not any(f.unique for f in state.stack):
+        unique = any(f.unique for f in state.stack)
+        if not unique and not len(self._grammar.tables.second_items):
             return
         host, words = self._host.words(bitmask, row)  # [ceil(V/32)] uint32
-        closing, cleared = self._string_item_closing(state), False
-        for token_id in self._candidates(state, words):
+        if unique:
+            closing, candidates = self._string_item_closing(state), self._candidates(state, words)
+        else:  # only a token writing two items could open a unique array and repeat in it
+            closing, candidates = None, self._grammar.tables.second_items.allowed_in(words)
+        cleared = False
+        for token_id in candidates:
             verdict = None if closing is None else _closes_a_repeat(closing, self._bytes(token_id))
             if verdict is None:
                 verdict = self._blocked(state, self._text, token_id, self._inner)
@@ -619,7 +666,7 @@ class UniqueItemsMatcher:
         if self._inner.validate_tokens([token_id]) != 1:
             self._inner.accept_token(token_id)  # raises the inner grammar's own GrammarError
         state = self._states[-1]
-        if any(f.unique for f in state.stack) and self._blocked(state, self._text, token_id, self._inner):
+        if (any(f.unique for f in state.stack) or token_id in self._grammar.second_item_ids) and self._blocked(state, self._text, token_id, self._inner):
             raise GrammarError(f"token {token_id} rejected: it would repeat an item of a uniqueItems array")
         following = _advance(self._grammar.sites, state, self._text, self._bytes(token_id))
         self._inner.accept_token(token_id)

@@ -365,3 +365,81 @@ def test_string_item_shortcut_masks_as_the_general_check(schema, monkeypatch):
 
     visit(b"")
     assert states > 500 and sum(used) > 50, (states, sum(used))
+
+
+# tokens that write a whole string item from its start (`"a"`, `""`), end an item and open the
+# next one (`","`, `", "a`) or write it whole too (`","a"`, `["a","a"` from before the array),
+# end one and the array, numbers and their ends, and single bytes
+OPENING = Vocabulary([b"[", b"]", b'"', b",", b"a", b"b", b"\\", b" ", b"1", b'"a"', b'""', b'","', b'", "a', b'a","b', b'"a",',
+                      b'"]', b'a"]', b"1,", b"1]", b' "a"', b'","a"', b'["a","a"', None], 22)
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "array", "uniqueItems": True, "items": {"type": "string"}},
+    {"type": "array", "uniqueItems": True, "items": {"anyOf": [{"type": "string"}, {"type": "integer"}]}},
+    {"type": "array", "maxItems": 2, "items": {"type": "array", "uniqueItems": True, "items": {"type": "string"}}},
+    {"type": "array", "uniqueItems": True, "items": {"type": "array", "uniqueItems": True, "items": {"type": "string"}}},
+], ids=["strings", "strings-or-integers", "inside-a-plain-array", "inside-a-unique-array"])
+def test_item_start_shortcuts_mask_as_checking_every_allowed_token(schema, monkeypatch):
+    """Differential, exhaustive to 7 bytes: the narrowed candidates before an item of free
+    strings or numbers (tokens writing a whole one) and the text comparisons at an item's start
+    and for tokens opening the next string item must give the masks of `_blocked` run on every
+    token the inner grammar allows, in every state; both shortcuts must run."""
+    import numpy as np
+
+    from constrained_spec.bitmask import TokenSet
+    from constrained_spec.grammar import unique_items
+
+    fast = compile_json_schema(schema, OPENING)
+    assert isinstance(fast, UniqueItemsGrammar)
+    general = UniqueItemsGrammar(fast.inner, OPENING, schema)
+    shortcut, original = unique_items.UniqueItemsMatcher._string_item_closing, unique_items.UniqueItemsMatcher._candidates
+    every_token = TokenSet(np.arange(OPENING.size, dtype=np.int64))
+    starts = []
+
+    def closing(self, state):
+        if self._grammar is general:
+            return None
+        found = shortcut(self, state)
+        starts.append(found is not None and found[2])
+        return found
+
+    def candidates(self, state, words):
+        return set(every_token.allowed_in(words)) if self._grammar is general else original(self, state, words)
+
+    monkeypatch.setattr(unique_items.UniqueItemsMatcher, "_string_item_closing", closing)
+    monkeypatch.setattr(unique_items.UniqueItemsMatcher, "_candidates", candidates)
+    matchers = [fast.matcher(), general.matcher()]
+    masks = [new_bitmask(1, OPENING.size) for _ in matchers]
+    states = 0
+
+    def visit(text: bytes) -> None:
+        nonlocal states
+        states += 1
+        for matcher, mask in zip(matchers, masks):
+            matcher.fill_bitmask(mask)
+        assert (masks[0] == masks[1]).all(), f"masks differ after {text!r}"
+        if len(text) >= 7:
+            return
+        _step_in_lockstep(matchers, OPENING, text, unpack_bitmask(masks[0], OPENING.size)[0].nonzero().flatten().tolist(), visit, schema)
+
+    visit(b"")
+    assert states > 500 and sum(starts) > 20, (states, sum(starts))
+
+
+def test_a_token_writing_two_equal_items_is_masked_before_the_array_opens():
+    """`["a","a"` opens a unique array and repeats its first item in one token: masked (and
+    refused) where no unique array is open yet, as inside one (`","a"` after `["a`)."""
+    schema = {"type": "object", "properties": {"t": {"type": "array", "uniqueItems": True, "items": {"type": "string"}}}}
+    vocab = Vocabulary([bytes([b]) for b in range(256)] + [b'["a","a"', b'","a"', None], 258)
+    compiled = compile_json_schema(schema, vocab)
+    assert isinstance(compiled, UniqueItemsGrammar)
+    for text, token in ((b'{"t":', 256), (b'{"t":["a', 257)):
+        matcher, mask = compiled.matcher(), new_bitmask(1, vocab.size)
+        for byte in text:
+            matcher.accept_token(byte)
+        matcher.fill_bitmask(mask)
+        allowed = unpack_bitmask(mask, vocab.size)[0]
+        assert allowed[ord("[") if token == 256 else ord('"')] and not allowed[token]
+        with pytest.raises(GrammarError):
+            matcher.accept_token(token)

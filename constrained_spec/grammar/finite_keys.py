@@ -226,13 +226,14 @@ def is_dead(token_id: int, target: tuple, inner: Any, tables: KeyPrefixTables, k
     used, prefix, root, lead = target
     alive = {} if alive is None else alive
     if (root, prefix) not in alive:
-        if known is not None and not _witnessed(inner, tables, lead, used, prefix, witnesses, root[1]):
+        witnessed = _witnessed(inner, tables, lead, used, prefix, witnesses, root[1])
+        if known is not None and not witnessed:
             verdict = _known_alive(inner, tables, lead, used, prefix, known, alive)
             if verdict is not None:
                 alive[root, prefix] = verdict
                 _keep_witness(alive, witnesses, root[1], prefix)
                 return not verdict
-        if _witnessed(inner, tables, lead, used, prefix, witnesses, root[1]) or (
+        if witnessed or (
                 names and _guessed(inner, tables, lead, used, prefix, names, witnesses, root[1])) or (
                 words is not None and len(lead) == 1 and _proven_now(words, tables, tables.token_bytes[token_id], prefix, used)):
             alive[root, prefix] = True

@@ -326,6 +326,7 @@ class _Tables(NamedTuple):
     quoted_brackets: TokenSet  # those with the `]` or `}` after a `"`: the only ones from inside a string
     whole: TokenSet  # tokens holding two `"` or starting a number: the only ones that write a whole string or number item
     second_items: TokenSet  # tokens that may end an item and write the next one whole (`","a"`, `1,1]`): they may repeat one alone
+    second_items_in_string: TokenSet  # the same read from inside a string: a `"` first (`,:]` is string text there)
 
 
 @lru_cache(maxsize=8)
@@ -355,7 +356,8 @@ def _token_tables(vocab: Vocabulary) -> _Tables:
     return _Tables(as_ids(structural), as_ids(digits), as_ids(growth), as_ids(numeric), by_bytes, longest,
                    sorted_tokens(vocab), escapes, as_ids(sorted(closing_more)), threading.local(), as_ids(brackets), as_ids(quoted_brackets),
                    as_ids([i for i, data in enumerate(vocab.token_bytes) if data and (data.count(b'"') >= 2 or data.lstrip(_WS)[:1] in _NUMBER_START)]),
-                   as_ids([i for i, data in enumerate(vocab.token_bytes) if data and _writes_a_second_item(data)]))
+                   as_ids([i for i, data in enumerate(vocab.token_bytes) if data and _writes_a_second_item(data)]),
+                   as_ids([i for i, data in enumerate(vocab.token_bytes) if data and b'"' in data and _writes_a_second_item(data.partition(b'"')[2])]))
 
 
 def _writes_a_second_item(data: bytes) -> bool:
@@ -382,35 +384,42 @@ def _mask_words(matcher: GrammarMatcher, scratch: threading.local | None = None)
 
 
 _ITEM_END = frozenset(b", \t\n\r")
+_CLOSING = frozenset(b"]}, \t\n\r")  # what may follow an array's `]` in a token _closes_a_repeat decides
 
 
-def _closes_a_repeat(closing: tuple[bytes, frozenset[bytes], bool], data: bytes) -> bool | None:
+def _closes_a_repeat(closing: tuple[bytes, frozenset[bytes], bool, bool], data: bytes) -> bool | None:
     """For _string_item_closing's case: whether a token that closes the string repeats an
     earlier item; None where the token does more than close it, end the item and perhaps open
-    the next string item (a bracket, an escape, a whole string: _blocked decides). An open
-    string item of such an array is never a repeat yet, whatever follows."""
-    item, earlier, at_start = closing
+    the next string item or close the array and what holds it (where no array around is
+    unique: `outer_free`); an escape, a whole string, an opened container: _blocked decides.
+    An open string item of such an array is never a repeat yet, whatever follows."""
+    item, earlier, at_start, outer_free = closing
     if at_start:  # before the item: a token opening the string at once, then as inside it
         if data[:1] != b'"':
             return None
         item, data = b'"', data[1:]
-    part = _closing_part(data)
-    return None if part is None else item + part in earlier
+    found = _closing_part(data)
+    if found is None or (found[1] and not outer_free):
+        return None
+    return item + found[0] in earlier
 
 
 @lru_cache(maxsize=65536)
-def _closing_part(data: bytes) -> bytes | None:
-    """What a token adds to a string item it closes (its bytes to the quote), where it does
-    no more than close it, end the item and perhaps open the next string item; else None."""
+def _closing_part(data: bytes) -> tuple[bytes, bool] | None:
+    """What a token adds to a string item it closes (its bytes to the quote) and whether it
+    closes the array too, where it does no more than close the item, end it and perhaps open the
+    next string item, or close the array and containers around it; else None."""
     quote = data.find(b'"')
     if quote < 0 or b"\\" in data[:quote]:
         return None
     rest = data[quote + 1:]
+    if rest.lstrip(_WS)[:1] == b"]" and _CLOSING.issuperset(rest):  # `"]`, `"]},`
+        return data[: quote + 1], True
     if not _ITEM_END.issuperset(rest):  # the next string item may start, and stay open (`","ab`)
         between, opening, started = rest.partition(b'"')
         if not opening or not _ITEM_END.issuperset(between) or between.count(b",") != 1 or b'"' in started or b"\\" in started:
             return None
-    return data[: quote + 1]
+    return data[: quote + 1], False
 
 
 class UniqueItemsGrammar:
@@ -421,7 +430,7 @@ class UniqueItemsGrammar:
         self.vocab = vocab
         self.sites = ItemSites(schema)
         self.tables = _token_tables(vocab)
-        self.second_item_ids = frozenset(self.tables.second_items.ids.tolist())
+        self.second_item_ids = frozenset(self.tables.second_items.ids.tolist() + self.tables.second_items_in_string.ids.tolist())
 
     @property
     def vocab_size(self) -> int:
@@ -499,11 +508,11 @@ class UniqueItemsMatcher:
             return not self._alive(after, written, probe, following, depth - 1)  # `following` grows only past the probe
         return False
 
-    def _string_item_closing(self, state: _State) -> tuple[bytes, frozenset[bytes], bool] | None:
+    def _string_item_closing(self, state: _State) -> tuple[bytes, frozenset[bytes], bool, bool] | None:
         """The common case, decided without _blocked: inside a string item (no escapes) of an
         open-ended unique array, the only unique array holding items, or right before an item of
-        one (at_start). Then (the item's bytes so far, the earlier items' texts, at_start), else
-        None. Without escapes equal strings are equal text."""
+        one (at_start). Then (the item's bytes so far, the earlier items' texts, at_start, whether
+        no array around it is unique), else None. Without escapes equal strings are equal text."""
         stack = state.stack
         if not (state.escaped is False and state.key is None and stack):
             return None
@@ -519,7 +528,7 @@ class UniqueItemsMatcher:
         earlier = frozenset(bytes(self._text[s:e]).rstrip(_WS) for _, s, e in top.done)
         if any(b"\\" in e for e in earlier):
             return None
-        return item, earlier, at_start
+        return item, earlier, at_start, not any(f.unique for f in stack[:-1])
 
     def _way_out(self, inner: GrammarMatcher, token_id: int, item: bytes, ahead: list[bytes]) -> bool:
         """Whether after token_id the grammar allows a plain byte (a letter, a space, ...) that
@@ -584,7 +593,7 @@ class UniqueItemsMatcher:
         string item is written (no escapes around): only tokens along an earlier item's text
         and those that close the string and go on to more structure."""
         tables = self._grammar.tables
-        found: set[int] = set(tables.second_items.allowed_in(words))  # two items in one token: the first may be any
+        found: set[int] = set(self._second_items(state).allowed_in(words))  # two items in one token: the first may be any
         structural = False  # every allowed token holding `" , ] }` may matter
         completing = False  # those that can complete an open object or array item
         for frame in state.stack:  # the first item of a finite domain: a token may end it and start a forced repeat
@@ -638,17 +647,22 @@ class UniqueItemsMatcher:
             found |= set((tables.quoted_brackets if state.in_string else tables.brackets).allowed_in(words))
         return found
 
+    def _second_items(self, state: _State) -> TokenSet:
+        """The tokens that may end an item and write the next one whole, read at `state`."""
+        tables = self._grammar.tables
+        return tables.second_items_in_string if state.in_string else tables.second_items
+
     def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
         self._inner.fill_bitmask(bitmask, row)
         state = self._states[-1]
         unique = any(f.unique for f in state.stack)
-        if not unique and not len(self._grammar.tables.second_items):
+        if not unique and not len(self._second_items(state)):
             return
         host, words = self._host.words(bitmask, row)  # [ceil(V/32)] uint32
         if unique:
             closing, candidates = self._string_item_closing(state), self._candidates(state, words)
         else:  # only a token writing two items could open a unique array and repeat in it
-            closing, candidates = None, self._grammar.tables.second_items.allowed_in(words)
+            closing, candidates = None, self._second_items(state).allowed_in(words)
         cleared = False
         for token_id in candidates:
             verdict = None if closing is None else _closes_a_repeat(closing, self._bytes(token_id))

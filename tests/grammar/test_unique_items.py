@@ -443,3 +443,21 @@ def test_a_token_writing_two_equal_items_is_masked_before_the_array_opens():
         assert allowed[ord("[") if token == 256 else ord('"')] and not allowed[token]
         with pytest.raises(GrammarError):
             matcher.accept_token(token)
+
+
+def test_a_token_closing_an_item_array_that_repeats_an_outer_item_is_masked():
+    """`"],` and `"]]` close a string item, its array and (with the `,` or `]`) an item of a unique
+    array around it: after `[["a"],["a` both would repeat `["a"]`, so both are masked; where the
+    array around is a plain one they are not. (The text shortcut for tokens closing the array
+    runs only where no array around is unique; there it never holds an item, so this is
+    _blocked's case.)"""
+    vocab = Vocabulary([bytes([b]) for b in range(256)] + [b'"],', b'"]]', None], 258)
+    inner = {"type": "array", "uniqueItems": True, "items": {"type": "string"}}
+    for outer_unique in (True, False):
+        compiled = compile_json_schema({"type": "array", "uniqueItems": outer_unique, "items": inner}, vocab)
+        matcher, mask = compiled.matcher(), new_bitmask(1, vocab.size)
+        for byte in b'[["a"],["a':
+            matcher.accept_token(byte)
+        matcher.fill_bitmask(mask)
+        allowed = unpack_bitmask(mask, vocab.size)[0]
+        assert allowed[ord('"')] and bool(allowed[256]) is not outer_unique and bool(allowed[257]) is not outer_unique

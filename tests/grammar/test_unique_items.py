@@ -321,16 +321,20 @@ def _step_in_lockstep(matchers, vocab, text: bytes, allowed, visit, schema) -> i
 
 
 # tokens that close a string item and end it (`a",`), close it only (`a"`), close it and the
-# array (`b"]`: decided by the general path), escapes, and single bytes
+# array (`b"]`), escapes, and single bytes
 STRINGY = Vocabulary([b"[", b"]", b'"', b",", b"a", b"b", b"\\", b" ", b'a",', b'b"]', b'",', b'"]', b'a"', b'" ,', b'\\"', b'"a', None], 16)
 
 
-@pytest.mark.parametrize("schema", [
+OPEN_ENDED = [  # unique arrays of free strings (or integers), alone and inside plain and unique arrays
     {"type": "array", "uniqueItems": True, "items": {"type": "string"}},
     {"type": "array", "uniqueItems": True, "items": {"anyOf": [{"type": "string"}, {"type": "integer"}]}},
     {"type": "array", "maxItems": 2, "items": {"type": "array", "uniqueItems": True, "items": {"type": "string"}}},
     {"type": "array", "uniqueItems": True, "items": {"type": "array", "uniqueItems": True, "items": {"type": "string"}}},
-], ids=["strings", "strings-or-integers", "inside-a-plain-array", "inside-a-unique-array"])
+]
+OPEN_ENDED_IDS = ["strings", "strings-or-integers", "inside-a-plain-array", "inside-a-unique-array"]
+
+
+@pytest.mark.parametrize("schema", OPEN_ENDED, ids=OPEN_ENDED_IDS)
 def test_string_item_shortcut_masks_as_the_general_check(schema, monkeypatch):
     """Differential, exhaustive to 7 bytes: inside a string item of an open-ended unique array,
     closing tokens are judged by comparing text (`_closes_a_repeat`) instead of `_blocked`; the
@@ -349,8 +353,14 @@ def test_string_item_shortcut_masks_as_the_general_check(schema, monkeypatch):
         return found
 
     monkeypatch.setattr(unique_items.UniqueItemsMatcher, "_string_item_closing", closing)
-    matchers = [fast.matcher(), general.matcher()]
-    masks = [new_bitmask(1, STRINGY.size) for _ in matchers]
+    states = _same_masks_to_depth([fast.matcher(), general.matcher()], STRINGY, schema)
+    assert states > 500 and sum(used) > 50, (states, sum(used))
+
+
+def _same_masks_to_depth(matchers, vocab, schema, depth: int = 7) -> int:
+    """Every text the masks allow, up to `depth` bytes, taken by both `matchers` in lockstep:
+    their masks must be equal in every state. Returns the states visited."""
+    masks = [new_bitmask(1, vocab.size) for _ in matchers]
     states = 0
 
     def visit(text: bytes) -> None:
@@ -359,12 +369,11 @@ def test_string_item_shortcut_masks_as_the_general_check(schema, monkeypatch):
         for matcher, mask in zip(matchers, masks):
             matcher.fill_bitmask(mask)
         assert (masks[0] == masks[1]).all(), f"masks differ after {text!r}"
-        if len(text) >= 7:
-            return
-        _step_in_lockstep(matchers, STRINGY, text, unpack_bitmask(masks[0], STRINGY.size)[0].nonzero().flatten().tolist(), visit, schema)
+        if len(text) < depth:
+            _step_in_lockstep(matchers, vocab, text, unpack_bitmask(masks[0], vocab.size)[0].nonzero().flatten().tolist(), visit, schema)
 
     visit(b"")
-    assert states > 500 and sum(used) > 50, (states, sum(used))
+    return states
 
 
 # tokens that write a whole string item from its start (`"a"`, `""`), end an item and open the
@@ -374,12 +383,7 @@ OPENING = Vocabulary([b"[", b"]", b'"', b",", b"a", b"b", b"\\", b" ", b"1", b'"
                       b'"]', b'a"]', b"1,", b"1]", b' "a"', b'","a"', b'["a","a"', None], 22)
 
 
-@pytest.mark.parametrize("schema", [
-    {"type": "array", "uniqueItems": True, "items": {"type": "string"}},
-    {"type": "array", "uniqueItems": True, "items": {"anyOf": [{"type": "string"}, {"type": "integer"}]}},
-    {"type": "array", "maxItems": 2, "items": {"type": "array", "uniqueItems": True, "items": {"type": "string"}}},
-    {"type": "array", "uniqueItems": True, "items": {"type": "array", "uniqueItems": True, "items": {"type": "string"}}},
-], ids=["strings", "strings-or-integers", "inside-a-plain-array", "inside-a-unique-array"])
+@pytest.mark.parametrize("schema", OPEN_ENDED, ids=OPEN_ENDED_IDS)
 def test_item_start_shortcuts_mask_as_checking_every_allowed_token(schema, monkeypatch):
     """Differential, exhaustive to 7 bytes: the narrowed candidates before an item of free
     strings or numbers (tokens writing a whole one) and the text comparisons at an item's start
@@ -409,21 +413,7 @@ def test_item_start_shortcuts_mask_as_checking_every_allowed_token(schema, monke
 
     monkeypatch.setattr(unique_items.UniqueItemsMatcher, "_string_item_closing", closing)
     monkeypatch.setattr(unique_items.UniqueItemsMatcher, "_candidates", candidates)
-    matchers = [fast.matcher(), general.matcher()]
-    masks = [new_bitmask(1, OPENING.size) for _ in matchers]
-    states = 0
-
-    def visit(text: bytes) -> None:
-        nonlocal states
-        states += 1
-        for matcher, mask in zip(matchers, masks):
-            matcher.fill_bitmask(mask)
-        assert (masks[0] == masks[1]).all(), f"masks differ after {text!r}"
-        if len(text) >= 7:
-            return
-        _step_in_lockstep(matchers, OPENING, text, unpack_bitmask(masks[0], OPENING.size)[0].nonzero().flatten().tolist(), visit, schema)
-
-    visit(b"")
+    states = _same_masks_to_depth([fast.matcher(), general.matcher()], OPENING, schema)
     assert states > 500 and sum(starts) > 20, (states, sum(starts))
 
 

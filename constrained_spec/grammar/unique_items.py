@@ -362,12 +362,12 @@ def _token_tables(vocab: Vocabulary) -> _Tables:
 
 def _writes_a_second_item(data: bytes) -> bool:
     """Whether after a `,` the token may write a whole item: two quotes, a `]` or `}`, or a
-    digit with a `,` or `]` after it (a number ends there)."""
+    digit with a `,` after it (a number ends there)."""
     rest = data.partition(b",")[2]
     if rest.count(b'"') >= 2 or b"]" in rest or b"}" in rest:
         return True
-    digits = [i for i, c in enumerate(rest) if 48 <= c <= 57]
-    return bool(digits) and any(c in rest[digits[0]:] for c in b",]")
+    digit = next((i for i, c in enumerate(rest) if 48 <= c <= 57), None)
+    return digit is not None and b"," in rest[digit:]
 
 
 def _mask_words(matcher: GrammarMatcher, scratch: threading.local | None = None) -> np.ndarray:

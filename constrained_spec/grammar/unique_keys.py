@@ -230,6 +230,7 @@ class UniqueKeysGrammar:
         self._closer_strings = (_closers_by_string(vocab, False), _closers_by_string(vocab, True))
         self._sorted = sorted_tokens(vocab)  # tokens by their bytes: the ends of earlier keys
         self._escaped = _escaped_closers(vocab)
+        self._escaped_on = [t for t in self._escaped if vocab.token_bytes[t].count(b'"') > 1]  # a quote after the close
 
     @property
     def vocab_size(self) -> int:
@@ -251,7 +252,7 @@ class UniqueKeysMatcher:
         self._key_memo: tuple = (None, {})
         # per stack (rebuilt at every `{`, `[`, `,` and closed key, so one object while a value is
         # read): whether any key can repeat, and by where a string stands (in_string) the quoted
-        # tokens that could close a key used on it (_suspects): a few checks a mask, not a scan
+        # tokens that would close a key used on it (_duplicates): a few bits cleared a mask, not a scan
         self._stack_memo: tuple = (None, False, {})
 
     @property
@@ -273,11 +274,22 @@ class UniqueKeysMatcher:
             repeats = any(frame is not None and frame[0] for frame in stack)  # else no key can repeat yet
             self._stack_memo = memo = (stack, repeats, {})
         repeats = memo[1]
+        if key is None and escaped is False and self._grammar.prefixes is None:
+            # most masks: a value string, or between strings. The state is the stack and
+            # in_string here, so the tokens that would close a used key are kept per stack
+            if repeats:
+                duplicates = memo[2].get(in_string)
+                if duplicates is None:
+                    duplicates = memo[2][in_string] = self._duplicates(state)
+                if duplicates:
+                    host, words = self._host.words(bitmask, row)
+                    for token_id in duplicates:  # clearing a token the mask left out changes nothing
+                        clear_token(words, token_id)
+                    HostRows.store(bitmask, host, row)
+            return
         escapes = key is not None and self._grammar.plain_escapes
         if not (repeats or escapes):
             return
-        if key is None and escaped is False and self._grammar.prefixes is None and not self._suspects(stack, bool(in_string)):
-            return  # most masks: no quoted token can close a used key here, so none is looked at
         host, words = self._host.words(bitmask, row)  # [ceil(V/32)] uint32
         if escapes:
             self._mask_escapes(escaped, words, state)
@@ -325,32 +337,33 @@ class UniqueKeysMatcher:
         stack, in_string, _, key = state
         # a key ends at its closing quote: inside a key any token with a `"` can close it; where a
         # key may start, one holding a whole key (two quotes); in a value string, three
-        closers = self._grammar._closers[0 if key is not None else 2 if in_string else 1]
-        if not len(closers):
-            return
-        token_bytes, plain = self._grammar.vocab.token_bytes, self._grammar.plain_escapes
         if key is not None and b"\\" not in key and self._mask_key_ends(stack[-1][0], key, words, state):
             return  # inside a key: only the tokens that complete an earlier key, found by their bytes
-        if key is None and state[2] is False:  # no key and no escape open: strings start at known quotes
-            candidates = self._suspects(stack, bool(in_string))
-            item = words.item
-            candidates = [t for t in candidates if item(t >> 5) >> (t & 31) & 1]
-        else:
-            candidates = closers.allowed_in(words)
+        if key is None and state[2] is False:  # no key and no escape open: kept per stack
+            held = self._stack_memo[2]
+            duplicates = held.get(in_string)
+            if duplicates is None:
+                duplicates = held[in_string] = self._duplicates(state)
+            for token_id in duplicates:
+                clear_token(words, token_id)
+            return
+        closers = self._grammar._closers[0 if key is not None else 2 if in_string else 1]
+        token_bytes, plain = self._grammar.vocab.token_bytes, self._grammar.plain_escapes
+        candidates = closers.allowed_in(words)
         for token_id in candidates:
             if _advance(state, token_bytes[token_id], plain) is _DUPLICATE:
                 clear_token(words, token_id)
 
-    def _suspects(self, stack: tuple, in_string: bool) -> list[int]:
-        """The quoted tokens that, read with no key or escape open (inside a value string or
-        not), may close a key used on `stack`: some string they write whole is one, or a
-        backslash leaves it to the tracker. Kept per stack (self._stack_memo)."""
-        held = self._stack_memo[2]
-        if in_string not in held:
-            escaped, by_string = self._grammar._closer_strings[in_string]
-            used = [frame[0] for frame in stack if frame is not None]
-            held[in_string] = list(dict.fromkeys(escaped + [t for text, ids in by_string.items() if any(text in keys for keys in used) for t in ids]))
-        return held[in_string]
+    def _duplicates(self, state: State) -> list[int]:
+        """With no key or escape open (inside a value string or not): the tokens that would close
+        a key used on the stack, found among those that write it whole (or hold a backslash,
+        left to the tracker). A function of (stack, in_string): kept per stack by the callers."""
+        stack, in_string = state[0], bool(state[1])
+        escaped, by_string = self._grammar._closer_strings[in_string]
+        used = frozenset().union(*(frame[0] for frame in stack if frame is not None))
+        suspects = escaped + [t for text in used.intersection(by_string) for t in by_string[text]]
+        token_bytes, plain = self._grammar.vocab.token_bytes, self._grammar.plain_escapes
+        return [t for t in dict.fromkeys(suspects) if _advance(state, token_bytes[t], plain) is _DUPLICATE]
 
     def _mask_key_ends(self, keys: frozenset, typed: bytes, words: np.ndarray, state: State) -> bool:
         """Inside a key whose bytes so far are `typed` (no escape): clear the tokens that close it
@@ -362,8 +375,12 @@ class UniqueKeysMatcher:
             return False  # written with escapes: the general path compares decoded keys
         for token_id in closing:
             clear_token(words, token_id)
+        # held to plain escapes, a key's escapes decode to `"`, `\\` or a control character, which no
+        # used key extending `typed` holds (else closing is None): only a token that goes on to
+        # close a second key may repeat one
+        escaped = self._grammar._escaped_on if self._grammar.plain_escapes else self._grammar._escaped
         token_bytes, item = self._grammar.vocab.token_bytes, words.item
-        for token_id in self._grammar._escaped:
+        for token_id in escaped:
             if item(token_id >> 5) >> (token_id & 31) & 1 and _advance(state, token_bytes[token_id], self._grammar.plain_escapes) is _DUPLICATE:
                 clear_token(words, token_id)
         return True

@@ -47,20 +47,24 @@ class HostRows:
     view kept while callers pass the same CPU bitmask again (a fresh torch view costs ~10 us a
     mask). A device bitmask is copied to the host each time: write the row back with `store`."""
 
-    __slots__ = ("_bitmask", "_table")
+    __slots__ = ("_bitmask", "_table", "_rows")
 
     def __init__(self) -> None:
         self._bitmask: torch.Tensor | None = None
         self._table: np.ndarray | None = None  # [rows, ceil(V/32)] uint32, sharing memory with _bitmask
+        self._rows: dict[int, np.ndarray] = {}  # row -> its view of _table (a view costs ~1 us to make)
 
     def words(self, bitmask: torch.Tensor, row: int) -> tuple[torch.Tensor, np.ndarray]:
         """(the CPU tensor the words live in, the row's words)."""
         if bitmask is self._bitmask:
-            return bitmask, self._table[row]
+            words = self._rows.get(row)
+            if words is None:
+                words = self._rows[row] = self._table[row]
+            return bitmask, words
         host = bitmask if bitmask.device.type == "cpu" else bitmask.cpu()
         table = host.numpy().view(np.uint32)
         if host is bitmask:
-            self._bitmask, self._table = bitmask, table
+            self._bitmask, self._table, self._rows = bitmask, table, {}
         return host, table[row]
 
     @staticmethod

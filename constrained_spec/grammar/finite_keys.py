@@ -100,14 +100,15 @@ def _opening_on(keys: frozenset, names: frozenset | None, tables: KeyPrefixTable
 
 
 @lru_cache(maxsize=1024)
-def _continuing(keys: frozenset, names: frozenset | None, tables: KeyPrefixTables, typed: bytes) -> TokenSet:
+def _continuing(keys: frozenset, names: frozenset | None, tables: KeyPrefixTables, typed: bytes) -> tuple[int, ...]:
     """Inside a key typed so far as `typed` (no escape): the tokens that stay on a used key
-    that may dead-end (a prefix of its remaining bytes), without closing it."""
+    that may dead-end (a prefix of its remaining bytes), without closing it. A few ids, asked
+    one by one (a TokenSet costs more to build than to ask: each typed prefix is new)."""
     ids = []
     for raw in extending(_raw_sorted(_finite_used(keys, names)), typed):
         rest = raw[len(typed):]
         ids += [t for i in range(1, len(rest) + 1) if (t := tables.token_of.get(rest[:i])) is not None]
-    return TokenSet(list(dict.fromkeys(ids)))
+    return tuple(dict.fromkeys(ids))
 
 
 @lru_cache(maxsize=256)
@@ -164,15 +165,17 @@ def dead_key_tokens(words: np.ndarray, state: Any, inner: Any, tables: KeyPrefix
     stack, in_string, escaped, key = state
     openings = None if stack_memo is None else stack_memo.get(("openings", bool(in_string)))
     if openings is None:  # the tokens that may open a key at a used key's prefix, in any open object
-        parts = [ids.ids for frame in stack if frame is not None and (ids := _opening_on(frame[0], names, tables, bool(in_string), commas)) is not None]
-        openings = TokenSet(np.unique(np.concatenate(parts))) if parts else False
+        parts = [ids for frame in stack if frame is not None and (ids := _opening_on(frame[0], names, tables, bool(in_string), commas)) is not None]
+        # one object's set as it is; ids twice in a merged one are asked twice (the verdicts below go per distinct id)
+        openings = (parts[0] if len(parts) == 1 else TokenSet(np.concatenate([part.ids for part in parts]))) if parts else False
         if stack_memo is not None:
             stack_memo["openings", bool(in_string)] = openings
     if openings is False:
         return []  # no object has a used key that may dead-end
     candidates: list[int] = []
     if key is not None and escaped is False:  # inside a key: the tokens that continue a used one
-        candidates += _continuing(stack[-1][0], names, tables, key).allowed_in(words)
+        item = words.item
+        candidates += [t for t in _continuing(stack[-1][0], names, tables, key) if item(t >> 5) >> (t & 31) & 1]
     candidates += openings.allowed_in(words)  # found by their bytes after the last `"`
     if commas and key is None and not in_string:  # after a `,` a key must come: is one left?
         candidates += tables.comma_end.allowed_in(words)

@@ -287,7 +287,21 @@ class UniqueKeysMatcher:
                         clear_token(words, token_id)
                     HostRows.store(bitmask, host, row)
             return
-        escapes = key is not None and self._grammar.plain_escapes
+        grammar = self._grammar
+        if key is not None and escaped is False and grammar.plain_escapes and grammar.prefixes is None:
+            # inside a key, no escape open (most other masks): one AND for the escapes, then the
+            # tokens that complete a used key, by their bytes
+            host, words = self._host.words(bitmask, row)  # [ceil(V/32)] uint32
+            plain = grammar._plain_in_key
+            if len(plain) == len(words):
+                np.bitwise_and(words, plain, out=words)
+            else:
+                self._mask_escapes(escaped, words, state)
+            if repeats and not (b"\\" not in key and self._mask_key_ends(stack[-1][0], key, words, state)):
+                self._mask_repeats(words, state)
+            HostRows.store(bitmask, host, row)
+            return
+        escapes = key is not None and grammar.plain_escapes
         if not (repeats or escapes):
             return
         host, words = self._host.words(bitmask, row)  # [ceil(V/32)] uint32

@@ -447,6 +447,9 @@ class UniqueItemsMatcher:
         self._states = states  # one per accepted token, after it; [0] = the start
         self._text = text  # the output bytes so far
         self._host = HostRows()  # the caller's bitmask as numpy words, kept while it is reused
+        self._unique_on: tuple = (None, False)  # (a stack, whether a unique array is open on it): kept while it stays
+        tables = grammar.tables
+        self._any_second = (len(tables.second_items) > 0, len(tables.second_items_in_string) > 0)  # by in_string
 
     @property
     def vocab_size(self) -> int:
@@ -655,8 +658,11 @@ class UniqueItemsMatcher:
     def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
         self._inner.fill_bitmask(bitmask, row)
         state = self._states[-1]
-        unique = any(f.unique for f in state.stack)
-        if not unique and not len(self._second_items(state)):
+        held = self._unique_on
+        if held[0] is not state.stack:  # the stack object stays while a string or number is written
+            held = self._unique_on = (state.stack, any(f.unique for f in state.stack))
+        unique = held[1]
+        if not unique and not self._any_second[state.in_string]:
             return
         host, words = self._host.words(bitmask, row)  # [ceil(V/32)] uint32
         if unique:

@@ -84,19 +84,35 @@ def key_prefix_tables(vocab: Vocabulary) -> KeyPrefixTables:
 @lru_cache(maxsize=256)
 def _raw_sorted(keys: frozenset) -> list[bytes]:
     """An object's used keys as the raw bytes the plain-escape rule writes, sorted."""
-    return sorted(json.dumps(k, ensure_ascii=False)[1:-1].encode() for k in keys)
+    return sorted(_raw(k) for k in keys)
+
+
+@lru_cache(maxsize=8192)
+def _raw(key: str) -> bytes:
+    return json.dumps(key, ensure_ascii=False)[1:-1].encode()
 
 
 @lru_cache(maxsize=1024)
 def _opening_on(keys: frozenset, names: frozenset | None, tables: KeyPrefixTables, inside: bool, empty: bool) -> TokenSet | None:
     """The tokens whose last `"` opens a key at a prefix of an object's used key that may
     dead-end (its `keys` among `names`), from inside a string or not; `empty`: the key's empty
-    start too, else only longer prefixes. None where no used key may dead-end."""
+    start too, else only longer prefixes. None where no used key may dead-end. Built from each
+    key's own (a new key set every key: objects grow one key at a time); a prefix two keys share
+    lists its tokens twice."""
     used = _finite_used(keys, names)
     if not used:
         return None
-    parts = [tables.opening[tail][inside] for tail in _tails_on(used, tables) if tail or empty]
-    return TokenSet(np.concatenate(parts) if parts else [])
+    parts = [_key_openings(raw, tables, inside) for raw in _raw_sorted(used)]
+    if empty and b"" in tables.opening:
+        parts.append(tables.opening[b""][inside])
+    return TokenSet(np.concatenate(parts))
+
+
+@lru_cache(maxsize=8192)
+def _key_openings(raw: bytes, tables: KeyPrefixTables, inside: bool) -> np.ndarray:
+    """The tokens whose last `"` opens a key at a non-empty prefix of `raw`: `[n]` int64."""
+    parts = [tables.opening[raw[:i]][inside] for i in range(1, len(raw) + 1) if raw[:i] in tables.opening]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 @lru_cache(maxsize=1024)
@@ -104,20 +120,17 @@ def _continuing(keys: frozenset, names: frozenset | None, tables: KeyPrefixTable
     """Inside a key typed so far as `typed` (no escape): the tokens that stay on a used key
     that may dead-end (a prefix of its remaining bytes), without closing it. A few ids, asked
     one by one (a TokenSet costs more to build than to ask: each typed prefix is new)."""
-    ids = []
+    ids: list[int] = []
     for raw in extending(_raw_sorted(_finite_used(keys, names)), typed):
-        rest = raw[len(typed):]
-        ids += [t for i in range(1, len(rest) + 1) if (t := tables.token_of.get(rest[:i])) is not None]
+        ids += _rest_tokens(raw, len(typed), tables)
     return tuple(dict.fromkeys(ids))
 
 
-@lru_cache(maxsize=256)
-def _tails_on(keys: frozenset, tables: KeyPrefixTables) -> list[bytes]:
-    """The token tails (bytes after a last `"`) that are prefixes of a key in `keys`."""
-    raws = _raw_sorted(keys)
-    if sum(len(r) + 1 for r in raws) < len(tables.by_tail):  # few keys: their prefixes
-        return [p for p in {r[:i] for r in raws for i in range(len(r) + 1)} if p in tables.by_tail]
-    return [tail for tail in tables.by_tail if extending(raws, tail)]
+@lru_cache(maxsize=8192)
+def _rest_tokens(raw: bytes, typed: int, tables: KeyPrefixTables) -> list[int]:
+    """The tokens spelling a prefix of `raw` past its first `typed` bytes."""
+    rest = raw[typed:]
+    return [t for i in range(1, len(rest) + 1) if (t := tables.token_of.get(rest[:i])) is not None]
 
 
 @lru_cache(maxsize=1024)

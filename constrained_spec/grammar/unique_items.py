@@ -616,11 +616,11 @@ class UniqueItemsMatcher:
                 if not frame.open_ended:
                     for e in earlier:
                         if e.startswith(item):
-                            found |= {i for i in self._along(e[len(item):]) if (words[i >> 5] >> (i & 31)) & 1}
+                            found |= {i for i in self._along(e[len(item):]) if words.item(i >> 5) >> (i & 31) & 1}
                 else:
                     for e in earlier:
                         if e.startswith(item):
-                            found |= {i for i in self._along(e[len(item):]) if (words[i >> 5] >> (i & 31)) & 1 and b'"' in self._bytes(i)}
+                            found |= {i for i in self._along(e[len(item):]) if words.item(i >> 5) >> (i & 31) & 1 and b'"' in self._bytes(i)}
                 continue
             if frame.open_ended and item[:1] == b'"' and not state.in_string:
                 continue  # a complete string, already unlike every earlier one
@@ -643,7 +643,7 @@ class UniqueItemsMatcher:
                     found |= set(tables.numeric.allowed_in(words))
             for e in earlier:
                 if e.startswith(item):
-                    found |= {i for i in self._along(e[len(item):]) if (words[i >> 5] >> (i & 31)) & 1}
+                    found |= {i for i in self._along(e[len(item):]) if words.item(i >> 5) >> (i & 31) & 1}
         if structural:
             found |= set(tables.structural.allowed_in(words))
         elif completing:  # (from inside a string a token must close it first)

@@ -278,30 +278,14 @@ class UniqueKeysMatcher:
             # most masks: a value string, or between strings. The state is the stack and
             # in_string here, so the tokens that would close a used key are kept per stack
             if repeats:
-                duplicates = memo[2].get(in_string)
-                if duplicates is None:
-                    duplicates = memo[2][in_string] = self._duplicates(state)
+                duplicates = self._duplicates_on(state)
                 if duplicates:
                     host, words = self._host.words(bitmask, row)
                     for token_id in duplicates:  # clearing a token the mask left out changes nothing
                         clear_token(words, token_id)
                     HostRows.store(bitmask, host, row)
             return
-        grammar = self._grammar
-        if key is not None and escaped is False and grammar.plain_escapes and grammar.prefixes is None:
-            # inside a key, no escape open (most other masks): one AND for the escapes, then the
-            # tokens that complete a used key, by their bytes
-            host, words = self._host.words(bitmask, row)  # [ceil(V/32)] uint32
-            plain = grammar._plain_in_key
-            if len(plain) == len(words):
-                np.bitwise_and(words, plain, out=words)
-            else:
-                self._mask_escapes(escaped, words, state)
-            if repeats and not (b"\\" not in key and self._mask_key_ends(stack[-1][0], key, words, state)):
-                self._mask_repeats(words, state)
-            HostRows.store(bitmask, host, row)
-            return
-        escapes = key is not None and grammar.plain_escapes
+        escapes = key is not None and self._grammar.plain_escapes
         if not (repeats or escapes):
             return
         host, words = self._host.words(bitmask, row)  # [ceil(V/32)] uint32
@@ -354,11 +338,7 @@ class UniqueKeysMatcher:
         if key is not None and b"\\" not in key and self._mask_key_ends(stack[-1][0], key, words, state):
             return  # inside a key: only the tokens that complete an earlier key, found by their bytes
         if key is None and state[2] is False:  # no key and no escape open: kept per stack
-            held = self._stack_memo[2]
-            duplicates = held.get(in_string)
-            if duplicates is None:
-                duplicates = held[in_string] = self._duplicates(state)
-            for token_id in duplicates:
+            for token_id in self._duplicates_on(state):
                 clear_token(words, token_id)
             return
         closers = self._grammar._closers[0 if key is not None else 2 if in_string else 1]
@@ -367,6 +347,14 @@ class UniqueKeysMatcher:
         for token_id in candidates:
             if _advance(state, token_bytes[token_id], plain) is _DUPLICATE:
                 clear_token(words, token_id)
+
+    def _duplicates_on(self, state: State) -> list[int]:
+        """`_duplicates(state)`, kept per stack (self._stack_memo, which fill_bitmask keeps on state's stack)."""
+        held = self._stack_memo[2]
+        duplicates = held.get(state[1])
+        if duplicates is None:
+            duplicates = held[state[1]] = self._duplicates(state)
+        return duplicates
 
     def _duplicates(self, state: State) -> list[int]:
         """With no key or escape open (inside a value string or not): the tokens that would close

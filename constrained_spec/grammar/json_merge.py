@@ -116,6 +116,20 @@ def canonical(value: Any) -> str:
     raise GrammarError(f"enum/const value {value!r} is not JSON")
 
 
+def same_json(a: Any, b: Any) -> bool:
+    """canonical(a) == canonical(b), without writing either out: merges compare whole subschemas,
+    which grow with every merge (a canonical string each time made merging quadratic)."""
+    if a is b:
+        return True
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same_json(v, b[k]) for k, v in a.items())
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b))
+    if isinstance(a, (bool, str)) or a is None or isinstance(b, (bool, str, dict, list)) or b is None:
+        return type(a) is type(b) and a == b
+    return canonical_or_none(a) == canonical_or_none(b) is not None
+
+
 def clean(schema: dict, path: str, unknown: Callable[[str, str], None]) -> dict:
     """One schema object -> 2020-12 validation keywords only (annotations dropped, unknown keywords
     reported through `unknown(keyword, pointer)`, draft-4..2019 spellings rewritten)."""
@@ -198,7 +212,7 @@ def _merge_two(a: dict, b: dict, path: str) -> dict:
     if ("prefixItems" in b or "items" in b) and ("prefixItems" in a or "items" in a):
         _merge_array_items(out, b)
         b = {k: v for k, v in b.items() if k not in ("prefixItems", "items")}
-    if "if" in b and "if" in out and canonical_or_none(b["if"]) != canonical_or_none(out["if"]):
+    if "if" in b and "if" in out and not same_json(b["if"], out["if"]):
         # a second condition: (if and then) or (not if and else), distributed by the translator
         cond, then, other = b["if"], b.get("then", True), b.get("else", True)
         out.setdefault("allOf", []).append({"anyOf": [{"allOf": [cond, then]}, {"allOf": [{"not": cond}, other]}]})
@@ -208,7 +222,7 @@ def _merge_two(a: dict, b: dict, path: str) -> dict:
             out[key] = value
             continue
         old = out[key]
-        if canonical_or_none(old) == canonical_or_none(value) and canonical_or_none(value) is not None:
+        if same_json(old, value):
             continue
         if key == "type":
             out[key] = _intersect_types(old, value)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from functools import lru_cache
 
 import re._constants as C  # type: ignore[import-not-found]
 import re._parser as sre  # type: ignore[import-not-found]
@@ -574,12 +575,19 @@ def lookaround_free(pattern: str) -> str | None:
 
 def intersection(patterns: list[str]) -> str | None:
     """One anchored regex for the strings every pattern finds a match in (narrow readings)."""
+    return _intersection(tuple(patterns))
+
+
+# large schemas merge and negate the same few patterns hundreds of times (one per oneOf branch)
+@lru_cache(maxsize=4096)
+def _intersection(patterns: tuple[str, ...]) -> str | None:
     found = pattern_dfa(patterns[0])
     for pattern in patterns[1:]:
         found = meet(found, pattern_dfa(pattern))
     return to_regex(found)
 
 
+@lru_cache(maxsize=4096)
 def complement(pattern: str) -> str | None:
     """One anchored regex for the strings `pattern` finds no match in (in either reading)."""
     return to_regex(negate(pattern_dfa(pattern, wide=True)))

@@ -13,7 +13,7 @@ import os
 
 import jsonschema
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from constrained_spec.grammar import GrammarError, Vocabulary, compile_json_schema
@@ -875,3 +875,35 @@ def test_pattern_with_lengths_matches_search_and_length():
     for pattern, lo, hi in (("^a$", 2, None), ("^[0-9]{5}(-[0-9]{4})?$", 11, None), ("^ab$|^c$", 3, 3)):
         with pytest.raises(ValueError, match="allow no string"):
             pattern_to_json_regex(pattern, lo, hi)
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from([1.0, -0.0, 2.5, 1e300, 10**300, 2**63, float(2**63)])
+    | st.sampled_from(["", "a", "1"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["a", "b", "1"]), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=400, derandomize=True, deadline=None)
+@given(_JSON_VALUES, _JSON_VALUES, st.booleans())
+@example(True, 1, False)
+@example(0, False, False)
+@example({"a": [1, None]}, {"a": [1.0, None]}, False)
+@example([1, "a"], [True, "a"], False)
+@example(10**300, 1e300, False)
+@example({"a": 1, "b": 2}, {"b": 2, "a": 1}, False)
+@example([1, 2], [2, 1], False)
+def test_same_json_is_equality_of_canonical_text(a, b, copy):
+    """json_merge.same_json (merges compare subschemas with it) says equal exactly when the
+    canonical texts are equal: 1 == 1.0, true != 1, key order ignored, list order not; pairs
+    drawn at random (seeded, 400) and, half the time, b a deep copy of a; plus the
+    near-equal pairs listed."""
+    import copy as copying
+
+    from constrained_spec.grammar.json_merge import canonical, same_json
+
+    if copy:
+        b = copying.deepcopy(a)
+    assert same_json(a, b) == (canonical(a) == canonical(b))
+    assert same_json(a, a) and same_json(b, a) == same_json(a, b)

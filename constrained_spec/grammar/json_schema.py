@@ -103,6 +103,7 @@ class _Translator:
         self.ignored: dict[str, str] = {}  # unknown keyword -> first JSON pointer it was seen at
         self.narrowed: dict[str, str] = {}  # JSON pointer -> how generation is narrower there
         self._validator = None
+        self._apart_memo: dict[tuple, tuple] = {}  # (ids, context) -> (a, b, result); holds a, b so ids stay theirs
         self.free_extras = True  # undeclared keys where additionalProperties is absent / true
         self.unique_items: list[str] | None = None  # a list: uniqueItems left to the caller, pointers here
         self.document = ""  # prefixes definition names, so several documents share one `defs`
@@ -421,7 +422,16 @@ class _Translator:
 
     def apart(self, a: dict, b: dict, required: frozenset[str] = frozenset(), types: set[str] | None = None, depth: int = 0) -> bool:
         """Conservative: no instance matches both `a` and `b`, where every instance also has one
-        of the JSON `types` (None: any) and, as an object, the keys `required`."""
+        of the JSON `types` (None: any) and, as an object, the keys `required`. Remembered per
+        pair and context: nested anyOf branches and shared definitions meet the same pairs again
+        (SchemaStore's venvironment: 280,000 calls for 1,200 pairs without it)."""
+        key = (id(a), id(b), required, None if types is None else frozenset(types), depth)
+        hit = self._apart_memo.get(key)
+        if hit is None:
+            hit = self._apart_memo[key] = (a, b, self._apart(a, b, required, types, depth))
+        return hit[2]
+
+    def _apart(self, a: dict, b: dict, required: frozenset[str], types: set[str] | None, depth: int) -> bool:
         ka, kb = self.kinds(a), self.kinds(b)
         if types is not None:
             ka, kb = (types if k is None else k & types for k in (ka, kb))
@@ -459,7 +469,7 @@ class _Translator:
                 return True
         if depth >= 8:
             return False
-        for name in set(_required(a)) | set(_required(b)) | required:  # a key one side requires, valued apart where both declare it
+        for name in sorted(set(_required(a)) | set(_required(b)) | required):  # a key one side requires, valued apart where both declare it
             va, vb = (self.deref(o["properties"].get(name)) if isinstance(o.get("properties"), dict) else None for o in (a, b))
             if isinstance(va, dict) and isinstance(vb, dict) and self.apart(va, vb, depth=depth + 1):
                 return True
@@ -1350,7 +1360,7 @@ class SchemaSet:
         root = normalize_schema(schema)
         self._count += 1
         t = self._translator
-        t.root, t.document, t._validator = root, f"doc{self._count}:", None
+        t.root, t.document, t._validator, t._apart_memo = root, f"doc{self._count}:", None, {}
         try:
             with deep_recursion():
                 return t.node(root, "")

@@ -104,6 +104,7 @@ class _Translator:
         self.narrowed: dict[str, str] = {}  # JSON pointer -> how generation is narrower there
         self._validator = None
         self._apart_memo: dict[tuple, tuple] = {}  # (ids, context) -> (a, b, result); holds a, b so ids stay theirs
+        self._kinds_memo: dict[tuple, tuple] = {}  # (id, depth) -> (schema, kinds)
         self.free_extras = True  # undeclared keys where additionalProperties is absent / true
         self.unique_items: list[str] | None = None  # a list: uniqueItems left to the caller, pointers here
         self.document = ""  # prefixes definition names, so several documents share one `defs`
@@ -418,7 +419,54 @@ class _Translator:
             return False
         siblings = siblings if isinstance(siblings, dict) else {}
         context = (frozenset(_required(siblings)), self.kinds({"type": siblings["type"]}) if "type" in siblings else None)
+        if len(resolved) > 2 and self.tagged(resolved, *context):
+            return True
         return all(self.apart(a, b, *context) for i, a in enumerate(resolved) for b in resolved[i + 1 :])
+
+    def tagged(self, options: list[dict], required: frozenset[str], types: set[str] | None) -> bool:
+        """The tagged union, proved in one pass: every option admits objects only and requires a
+        key K whose values it lists (const / enum, in the option or its allOf members), and no
+        value is listed by two options. (Pair by pair, `apart` proves the same at a cost of
+        ~1 ms a pair: SchemaStore's vector, a oneOf of 65 sources, took 4 s.)"""
+        tags = []
+        for option in options:
+            kinds = self.kinds(option)
+            kinds = types if kinds is None else kinds if types is None else kinds & types
+            if kinds is None or not kinds <= {"object"}:
+                return False
+            keys, values = set(required), {}
+            self._tags_of(option, keys, values, 0)
+            tags.append({k: v for k, v in values.items() if k in keys})
+        for key in sorted(set.intersection(*(set(t) for t in tags))):
+            seen: set[str] = set()
+            for t in tags:
+                if seen & t[key]:
+                    break
+                seen |= t[key]
+            else:
+                return True
+        return False
+
+    def _tags_of(self, schema: Any, keys: set[str], values: dict[str, set[str]], depth: int) -> None:
+        """Adds the keys `schema` requires and, per key, the canonical values it lists for it
+        (narrowed where several parts list them), through allOf members."""
+        schema = self.deref(schema)
+        if not isinstance(schema, dict) or depth > 8:
+            return
+        keys.update(_required(schema))
+        props = schema.get("properties")
+        for name, sub in (props.items() if isinstance(props, dict) else ()):
+            listed = enum_values(self.deref(sub))
+            if listed is None:
+                continue
+            try:
+                found = {canonical(v) for v in listed}
+            except GrammarError:
+                continue
+            values[name] = values[name] & found if name in values else found
+        members = schema.get("allOf")
+        for member in (members if isinstance(members, list) else ()):
+            self._tags_of(member, keys, values, depth + 1)
 
     def apart(self, a: dict, b: dict, required: frozenset[str] = frozenset(), types: set[str] | None = None, depth: int = 0) -> bool:
         """Conservative: no instance matches both `a` and `b`, where every instance also has one
@@ -476,7 +524,16 @@ class _Translator:
         return False
 
     def kinds(self, schema: Any, depth: int = 0) -> set[str] | None:
-        """The JSON types (integer counted as number) an instance of `schema` can have; None: any."""
+        """The JSON types (integer counted as number) an instance of `schema` can have; None: any.
+        Remembered like apart (which asks it of every branch at every level); callers never
+        change the set."""
+        key = (id(schema), depth)
+        hit = self._kinds_memo.get(key)
+        if hit is None:
+            hit = self._kinds_memo[key] = (schema, self._kinds(schema, depth))
+        return hit[1]
+
+    def _kinds(self, schema: Any, depth: int) -> set[str] | None:
         schema = self.deref(schema)
         if schema is False:
             return set()
@@ -1360,7 +1417,7 @@ class SchemaSet:
         root = normalize_schema(schema)
         self._count += 1
         t = self._translator
-        t.root, t.document, t._validator, t._apart_memo = root, f"doc{self._count}:", None, {}
+        t.root, t.document, t._validator, t._apart_memo, t._kinds_memo = root, f"doc{self._count}:", None, {}, {}
         try:
             with deep_recursion():
                 return t.node(root, "")

@@ -235,6 +235,7 @@ def main(argv: list[str] | None = None) -> Counter:
 
     counts: Counter = Counter()
     compile_times: list[float] = []
+    answer_times: dict[str, float] = {}  # schema -> seconds to compile it or refuse it (the 20 s limit counts as 20)
     mask_times: list[float] = []
     reasons: Counter = Counter()
     for name, schema in schemas:
@@ -248,6 +249,7 @@ def main(argv: list[str] | None = None) -> Counter:
         try:
             compiled = _with_timeout(20, lambda: compile_json_schema(schema, vocab, closed_objects=args.closed_objects))  # noqa: B023 (called at once)
         except (_Timeout, GrammarError) as exc:
+            answer_times[name] = time.perf_counter() - start
             reason = "over 20 s" if isinstance(exc, _Timeout) else str(exc)
             counts["refused"] += 1
             reasons[reason.split(":")[0][:70]] += 1
@@ -258,6 +260,7 @@ def main(argv: list[str] | None = None) -> Counter:
             print(f"  CRASHED {name}: {type(exc).__name__}: {str(exc)[:160]}", flush=True)
             continue
         compile_times.append(time.perf_counter() - start)
+        answer_times[name] = compile_times[-1]
         counts["compiled"] += 1
         validator = _validator(schema)
         for _ in range(args.walks):
@@ -322,8 +325,15 @@ def main(argv: list[str] | None = None) -> Counter:
     print()
     print(", ".join(f"{k}: {v}" for k, v in counts.items()))
     if compile_times:
+        masks = (f"; mask p50 / p99: {1e6 * _percentile(mask_times, 0.5):.1f} / {1e6 * _percentile(mask_times, 0.99):.0f} us"
+                 if mask_times else "")
         print(f"compile median / p90 / max: {1e3 * _percentile(compile_times, 0.5):.1f} / {1e3 * _percentile(compile_times, 0.9):.1f} / "
-              f"{1e3 * max(compile_times):.0f} ms; mask p50 / p99: {1e6 * _percentile(mask_times, 0.5):.1f} / {1e6 * _percentile(mask_times, 0.99):.0f} us")
+              f"{1e3 * max(compile_times):.0f} ms{masks}")
+    if answer_times:
+        slow = sorted(answer_times.items(), key=lambda item: -item[1])
+        slow = [f"{name} {seconds:.1f} s" for name, seconds in slow if seconds > 5]
+        print(f"compiled or refused by name, per schema: median / p90 {1e3 * _percentile(list(answer_times.values()), 0.5):.1f} / "
+              f"{1e3 * _percentile(list(answer_times.values()), 0.9):.0f} ms; over 5 s: {len(slow)}" + (f" ({', '.join(slow)})" if slow else ""))
     for reason, n in reasons.most_common():
         print(f"  {n:4d} refused: {reason}")
     return counts

@@ -32,7 +32,7 @@ def test_sweep_on_a_folder(tmp_path, capsys):
     assert counts["schemas"] == 3 and counts["compiled"] == 3 and counts["walks"] == 6
     assert counts["dead ends"] == 0 and counts["invalid outputs"] == 0 and counts["finished"] >= 1
     assert counts["xgrammar outputs"] >= 1
-    assert "compile median" in out
+    assert "compile median" in out and "compiled or refused by name, per schema" in out and "over 5 s: 0" in out
 
 
 def test_kubernetes_references_become_local_definitions():

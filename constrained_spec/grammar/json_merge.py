@@ -15,7 +15,7 @@ from urllib.parse import unquote
 from .protocol import GrammarError
 from .regular import intersection
 
-__all__ = ["VALIDATION", "ANNOTATIONS", "STRUCTURAL", "clean", "merge", "pointer", "pointer_parts", "canonical", "enum_values",
+__all__ = ["VALIDATION", "ANNOTATIONS", "STRUCTURAL", "clean", "merge", "discriminated_conditions", "pointer", "pointer_parts", "canonical", "enum_values",
            "name_keywords", "listed_names", "NAME_MAPS", "DATA_KEYWORDS", "LEFT_OUT", "keywords_mapped", "rebased_refs"]
 
 # keywords that constrain instances (drafts 4 .. 2020-12)
@@ -314,6 +314,48 @@ def listed_names(names: Any, deref: Callable[[Any], Any], known_formats: Any, de
             listed += [v for v in part if v not in listed]
         return listed
     return None
+
+
+def discriminated_conditions(node: dict) -> None:
+    """An allOf of `if: {properties: {K: {const: c_i}}}, then: T_i` (no else; distinct string
+    constants) becomes one anyOf: an object with `K = c_i` and T_i for each i, or K none of them,
+    or (where K is not required) K absent and every T_i (an `if` without `required` holds then;
+    with `required: [K]` none does), or (where the node admits more than objects) a non-object
+    and every T_i (each `if` holds vacuously). GitHub's issue forms (six item kinds, K required)
+    and minecraft's number providers (sixteen, K optional, numbers too): written as separate
+    conditions, llguidance intersects their two-way choices, 2^n combinations, and refuses the
+    schema as too large; our compiler built all 2^n, nearly all contradictory (minecraft-predicate:
+    145,000 schema nodes, 292 s). Changes `node` (a copy of the caller's) in place."""
+    members = node.get("allOf")
+    if not isinstance(members, list):
+        return
+    required = node.get("required") if isinstance(node.get("required"), list) else []
+    key, chosen, branches, rest, thens, demands = None, [], [], [], [], set()
+    for member in members:
+        cond = member.get("if") if isinstance(member, dict) and not set(member) - {"if", "then"} - ANNOTATIONS else None
+        props = cond.get("properties") if isinstance(cond, dict) and not set(cond) - {"properties", "required"} - ANNOTATIONS else None
+        if not (isinstance(props, dict) and len(props) == 1 and cond.get("required", [next(iter(props))]) == [next(iter(props))]):
+            rest.append(member)
+            continue
+        name, value = next(iter(props.items()))
+        const = value.get("const") if isinstance(value, dict) and set(value) - ANNOTATIONS == {"const"} else None
+        if not isinstance(const, str) or const in chosen or (key is not None and name != key):
+            rest.append(member)
+            continue
+        key = name
+        chosen.append(const)
+        thens.append(member.get("then", True))
+        demands.add("required" in cond)
+        branches.append({"type": "object", "required": [name], "properties": {name: {"const": const}}, "allOf": [thens[-1]]})
+    if len(chosen) < 2 or len(demands) != 1:
+        return
+    branches.append({"type": "object", "required": [key], "properties": {key: {"not": {"enum": chosen}}}})
+    if key not in required:
+        absent = {"type": "object", "properties": {key: False}}
+        branches.append(absent if demands == {True} else {**absent, "allOf": thens})
+    if node.get("type") != "object":
+        branches.append({"type": ["null", "boolean", "number", "string", "array"], "allOf": thens})
+    node["allOf"] = [*rest, {"anyOf": branches}]
 
 
 def canonical_or_none(value: Any) -> str | None:

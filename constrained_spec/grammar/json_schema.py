@@ -22,7 +22,7 @@ from typing import Any
 
 from .byte_dfa import patterns_apart
 from .json_ir import ANY_JSON as _ANY, EMPTY, Grammar, Lit, Node, RecursiveGrammar, Ref, Rep, Rx, alt, opt, regex_size, seq
-from .json_merge import ANNOTATIONS, STRUCTURAL, at, canonical, clean, enum_values, listed_names, merge, pointer, pointer_parts
+from .json_merge import ANNOTATIONS, STRUCTURAL, at, canonical, clean, discriminated_conditions, enum_values, listed_names, merge, pointer, pointer_parts
 from .json_negation import APPLIES, NON_INTEGER_NUMBER, container_ways, split, ways_to_fail
 from .json_objects import Slot, members_body
 from .json_terminals import (
@@ -163,6 +163,8 @@ class _Translator:
         s = clean(schema, path, self.unknown)
         if set(s) == {"$ref"}:
             return self.ref(s["$ref"], path)
+        if isinstance(s.get("allOf"), list) and len(s["allOf"]) > 1:
+            discriminated_conditions(s)  # if/then on one key's constants: one choice, not 2^n
         if "$ref" in s or "allOf" in s:
             s = self.flatten(s, path, frozenset())
         return self.build(s, path)

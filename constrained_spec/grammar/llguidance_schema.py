@@ -20,7 +20,7 @@ import re
 from typing import Any, Callable
 
 from .json_key_sets import pattern_keys
-from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, at, enum_values, listed_names, name_keywords, pointer
+from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, at, discriminated_conditions, enum_values, listed_names, name_keywords, pointer
 from .json_merge import DATA_KEYWORDS as _DATA, LEFT_OUT as _LEFT_OUT, keywords_mapped as _schema_keys_mapped
 from .json_negation import MAX_ONE_OF, complement
 from .json_schema import _json_type  # noqa: PLC2701 (the compiler's own reading of a value's type)
@@ -591,7 +591,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         _listed_patterns_as_properties(out)
         _pattern_twins_as_true(out)
         _subsumed_names_skipped(out, checks.deref)
-        _discriminated_conditions(out)
+        discriminated_conditions(out)
         conditions = _dependencies_as_conditions(out)  # llguidance has neither, nor `not`:
         conditions += _property_counts_as_key_sets(out) + _open_property_counts_as_key_sets(out) + _min_properties_as_condition(out)
         wide = _wide_number_bounds(out)
@@ -1038,46 +1038,6 @@ def _name_pattern(names: dict) -> str | None:
     if lengths and set(names) == set(lengths) and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in lengths.values()):
         return f"^[\\s\\S]{{{lengths.get('minLength', 0)},{lengths.get('maxLength', '')}}}$"
     return None
-
-
-def _discriminated_conditions(node: dict) -> None:
-    """An allOf of `if: {properties: {K: {const: c_i}}}, then: T_i` (no else; distinct string
-    constants) becomes one anyOf: an object with `K = c_i` and T_i for each i, or K none of them,
-    or (where K is not required) K absent and every T_i (an `if` without `required` holds then;
-    with `required: [K]` none does), or (where the node admits more than objects) a non-object
-    and every T_i (each `if` holds vacuously). GitHub's issue forms (six item kinds, K required)
-    and minecraft's number providers (sixteen, K optional, numbers too): written as separate
-    conditions, llguidance intersects their two-way choices, 2^n combinations, and refuses the
-    schema as too large."""
-    members = node.get("allOf")
-    if not isinstance(members, list):
-        return
-    required = node.get("required") if isinstance(node.get("required"), list) else []
-    key, chosen, branches, rest, thens, demands = None, [], [], [], [], set()
-    for member in members:
-        cond = member.get("if") if isinstance(member, dict) and not set(member) - {"if", "then"} - ANNOTATIONS else None
-        props = cond.get("properties") if isinstance(cond, dict) and not set(cond) - {"properties", "required"} - ANNOTATIONS else None
-        if not (isinstance(props, dict) and len(props) == 1 and cond.get("required", [next(iter(props))]) == [next(iter(props))]):
-            rest.append(member)
-            continue
-        name, value = next(iter(props.items()))
-        const = value.get("const") if isinstance(value, dict) and set(value) - ANNOTATIONS == {"const"} else None
-        if not isinstance(const, str) or const in chosen or (key is not None and name != key):
-            rest.append(member)
-            continue
-        key = name
-        chosen.append(const)
-        thens.append(member.get("then", True))
-        demands.add("required" in cond)
-        branches.append({"type": "object", "required": [name], "properties": {name: {"const": const}}, "allOf": [thens[-1]]})
-    if len(chosen) < 2 or len(demands) != 1:
-        return
-    branches.append({"type": "object", "required": [key], "properties": {key: {"not": {"enum": chosen}}}})
-    if key not in required:
-        branches.append({"type": "object", "properties": {key: False}, "allOf": [] if demands == {True} else thens})
-    if node.get("type") != "object":
-        branches.append({"type": ["null", "boolean", "number", "string", "array"], "allOf": thens})
-    node["allOf"] = [*rest, {"anyOf": branches}]
 
 
 def _dependencies_as_conditions(node: dict) -> list[Any]:

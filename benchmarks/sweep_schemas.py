@@ -330,10 +330,10 @@ def main(argv: list[str] | None = None) -> Counter:
         print(f"compile median / p90 / max: {1e3 * _percentile(compile_times, 0.5):.1f} / {1e3 * _percentile(compile_times, 0.9):.1f} / "
               f"{1e3 * max(compile_times):.0f} ms{masks}")
     if answer_times:
-        slow = sorted(answer_times.items(), key=lambda item: -item[1])
-        slow = [f"{name} {seconds:.1f} s" for name, seconds in slow if seconds > 5]
-        print(f"compiled or refused by name, per schema: median / p90 {1e3 * _percentile(list(answer_times.values()), 0.5):.1f} / "
-              f"{1e3 * _percentile(list(answer_times.values()), 0.9):.0f} ms; over 5 s: {len(slow)}" + (f" ({', '.join(slow)})" if slow else ""))
+        seconds = list(answer_times.values())
+        slow = [f"{name} {t:.1f} s" for name, t in sorted(answer_times.items(), key=lambda item: -item[1]) if t > 5]
+        print(f"compiled or refused by name, per schema: median / p90 {1e3 * _percentile(seconds, 0.5):.1f} / "
+              f"{1e3 * _percentile(seconds, 0.9):.0f} ms; over 5 s: {len(slow)}" + (f" ({', '.join(slow)})" if slow else ""))
     for reason, n in reasons.most_common():
         print(f"  {n:4d} refused: {reason}")
     return counts

@@ -163,8 +163,7 @@ class _Translator:
         s = clean(schema, path, self.unknown)
         if set(s) == {"$ref"}:
             return self.ref(s["$ref"], path)
-        if isinstance(s.get("allOf"), list) and len(s["allOf"]) > 1:
-            discriminated_conditions(s)  # if/then on one key's constants: one choice, not 2^n
+        discriminated_conditions(s)  # if/then on one key's constants: one choice, not 2^n
         if "$ref" in s or "allOf" in s:
             s = self.flatten(s, path, frozenset())
         return self.build(s, path)

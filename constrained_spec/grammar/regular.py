@@ -578,8 +578,9 @@ def intersection(patterns: list[str]) -> str | None:
     return _intersection(tuple(patterns))
 
 
-# large schemas merge and negate the same few patterns hundreds of times (one per oneOf branch)
-@lru_cache(maxsize=4096)
+# large schemas merge and negate the same few patterns hundreds of times (one per oneOf branch);
+# a few hundred entries cover one compile, and a long-lived process keeps no more than that
+@lru_cache(maxsize=256)
 def _intersection(patterns: tuple[str, ...]) -> str | None:
     found = pattern_dfa(patterns[0])
     for pattern in patterns[1:]:
@@ -587,7 +588,7 @@ def _intersection(patterns: tuple[str, ...]) -> str | None:
     return to_regex(found)
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=256)
 def complement(pattern: str) -> str | None:
     """One anchored regex for the strings `pattern` finds no match in (in either reading)."""
     return to_regex(negate(pattern_dfa(pattern, wide=True)))

@@ -146,6 +146,7 @@ def _check_lark(text: str) -> None:
     the vocabulary. A bundled name (no newline, no ':') must exist."""
     import lark
 
+    from .grammar.lark_parser import LALR_PLUGINS
     from .grammar.lexer import terminals_from_lark
 
     if "\n" not in text and ":" not in text:
@@ -153,7 +154,7 @@ def _check_lark(text: str) -> None:
 
         text = load_bundled_grammar(text)
     try:
-        parser = lark.Lark(text, parser="lalr", lexer="contextual")
+        parser = lark.Lark(text, parser="lalr", lexer="contextual", _plugins=LALR_PLUGINS)
     except Exception as exc:  # lark raises several exception types for bad grammars
         raise GrammarError(f"invalid Lark grammar: {one_line(exc)}") from None
     if parser.options.postlex is not None:

@@ -51,6 +51,11 @@ class ByteDFA:
         ids: dict[tuple[int, ...], int] = {}
         return tuple(ids.setdefault(column, len(ids)) for column in zip(*self.trans)) if self.trans else (0,) * 256
 
+    @functools.cached_property
+    def live_bytes(self) -> tuple[tuple[tuple[int, int], ...], ...]:
+        """For each state, its (byte, next state) pairs that do not die, in byte order."""
+        return tuple(tuple((b, t) for b, t in enumerate(row) if t >= 0) for row in self.trans)
+
     def run(self, data: bytes, state: int = 0) -> int:
         for b in data:
             state = self.trans[state][b]

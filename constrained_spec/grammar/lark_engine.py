@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from ..bitmask import bitmask_width
-from .lark_parser import LalrTable, Stack
+from .lark_parser import LALR_PLUGINS, LalrTable, Stack
 from .lexer import LexerContext, terminals_from_lark
 from .protocol import GrammarError
 from .token_tables import TokenLayout
@@ -51,7 +51,7 @@ def compile_lark(
     if lexer not in ("contextual", "basic"):
         raise GrammarError(f"lexer must be 'contextual' or 'basic', got {lexer!r}")
     try:
-        parser = lark.Lark(text, parser="lalr", lexer=lexer, start=start)
+        parser = lark.Lark(text, parser="lalr", lexer=lexer, start=start, _plugins=LALR_PLUGINS)
     except Exception as e:  # lark raises several exception types for bad grammars
         parts = [part for part in str(e).split("\n\n") if part.strip()]  # one per LALR conflict
         more = f"\n({len(parts) - 1} more like it)" if len(parts) > 1 else ""

@@ -92,7 +92,10 @@ class LexerContext:
         rank_of = [ranks.setdefault(joint, len(ranks)) for joint in zip(*(d.byte_classes for d in dfas))] if dfas else [0] * 256
         first_bytes = [rank_of.index(k) for k in range(len(ranks) or 1)]  # one byte per class, in byte order
 
-        start = tuple(0 for _ in dfas)
+        # A product state is the tuple of (terminal index, its DFA state) for the terminals still
+        # alive: past a key that told terminals apart few are, and a step costs their number,
+        # not the context's (a schema's context holds hundreds of key terminals).
+        start = tuple((i, 0) for i in range(len(dfas)))
         ids = {start: 0}
         order = [start]
         rows: list[list[int]] = []
@@ -105,34 +108,49 @@ class LexerContext:
                 order.append(key)
             return ids[key]
 
-        # A product state is the tuple of its terminals' states (-1: dead), or, once one terminal
-        # alone is alive, the pair (i, q) wrapped in a 1-tuple: most states are past a key that
-        # told the terminals apart, and their walk then needs no tuple of every terminal.
+        classes = len(first_bytes)
+        edge_memo: dict[tuple[int, int], list[tuple[int, int]]] = {}
+
+        def edges(i: int, q: int) -> list[tuple[int, int]]:
+            """Terminal i's (class, next state) pairs out of q, by class. A class's bytes move
+            every terminal alike, so its first byte is its first live byte: the pairs come out in
+            class order, as a walk over the classes would meet them."""
+            got = edge_memo.get((i, q))
+            if got is None:
+                live = dfas[i].live_bytes[q]
+                if len(live) < classes:  # a literal's state: one live byte, not every class
+                    by_class: dict[int, int] = {}
+                    for b, t in live:
+                        by_class.setdefault(rank_of[b], t)
+                    got = list(by_class.items())
+                else:
+                    row = dfas[i].trans[q]
+                    got = [(k, row[b]) for k, b in enumerate(first_bytes) if row[b] >= 0]
+                edge_memo[(i, q)] = got
+            return got
+
         while len(rows) < len(order):
             cur = order[len(rows)]
-            targets = [-1] * len(first_bytes)
-            if len(cur) == 1 and len(dfas) > 1:
+            targets = [-1] * classes
+            if len(cur) == 1:
                 (i, q), = cur
-                row_i = dfas[i].trans[q]
-                for k, b in enumerate(first_bytes):
-                    if row_i[b] >= 0:
-                        targets[k] = state_id(((i, row_i[b]),))
+                for k, t in edges(i, q):
+                    targets[k] = state_id(((i, t),))
             else:
-                live = [i for i, q in enumerate(cur) if q >= 0]
-                for k, b in enumerate(first_bytes):
-                    nxt = [-1] * len(dfas)
-                    for i in live:
-                        nxt[i] = dfas[i].trans[cur[i]][b]
-                    alive = [i for i in live if nxt[i] >= 0]
-                    if alive:
-                        targets[k] = state_id(((alive[0], nxt[alive[0]]),) if len(alive) == 1 and len(dfas) > 1 else tuple(nxt))
-            rows.append([targets[k] for k in rank_of])
+                by_class: dict[int, list[tuple[int, int]]] = {}
+                for i, q in cur:  # in terminal order, so each next state's pairs are too
+                    for k, t in edges(i, q):
+                        by_class.setdefault(k, []).append((i, t))
+                for k in sorted(by_class):  # states numbered in class order, as before
+                    targets[k] = state_id(tuple(by_class[k]))
+            rows.append(targets)
 
         self.num_states = len(order)
         self.dead = self.num_states
-        self.trans_py: list[list[int]] = rows  # -1 = dead; used by the per-token Python walk
+        # [S, classes] -> [S, 256] by numpy: a Python row of 256 per state cost most of the build
+        walked = np.array(rows, dtype=np.int32).reshape(len(rows), len(first_bytes))[:, rank_of]  # [S, 256], -1 = dead
+        self.trans_py: list[list[int]] = walked.tolist()  # -1 = dead; used by the per-token Python walk
         table = np.full((self.num_states + 1, 257), self.dead, dtype=np.int32)
-        walked = np.array(rows, dtype=np.int32)  # [S, 256], -1 = dead
         table[: self.num_states, :256] = np.where(walked < 0, self.dead, walked)
         table[:, 256] = np.arange(self.num_states + 1)
         self.trans = table  # [S + 1, 257]
@@ -142,11 +160,10 @@ class LexerContext:
         self.winner: list[int] = []
         for key in order:
             alive = acc = 0
-            for i, q in key if len(key) == 1 and len(dfas) > 1 else enumerate(key):
-                if q >= 0:
-                    alive |= 1 << i
-                    if q in dfas[i].accepting:
-                        acc |= 1 << i
+            for i, q in key:
+                alive |= 1 << i
+                if q in dfas[i].accepting:
+                    acc |= 1 << i
             self.alive_bits.append(alive)
             self.accept_bits.append(acc)
             self.winner.append(_winner(acc, embedded, unless, len(dfas)))

@@ -9,6 +9,7 @@ is just keeping the old tuple. Stepping follows Lark's `ParserState.feed_token` 
 
 from __future__ import annotations
 
+import lark
 from lark.parsers.lalr_analysis import LALR_Analyzer, Shift
 from lark.parsers.lalr_parser import LALR_Parser, _Parser
 
@@ -144,5 +145,12 @@ class _IndexedLalrParser(LALR_Parser):
         self.parser = _Parser(analysis.parse_table, parser_conf.callbacks, debug)
 
 
+def _analysis_checked(version: str) -> bool:
+    """The Lark releases whose analysis `_IndexedAnalyzer` was compared against (1.2 and 1.3:
+    their lalr_analysis.py differ in one error message). Others build with Lark's own: slower,
+    never a different table."""
+    return version.split(".")[:2] in (["1", "2"], ["1", "3"])
+
+
 # pass as `lark.Lark(..., _plugins=LALR_PLUGINS)` (the hook lark-cython uses)
-LALR_PLUGINS = {"LALR_Parser": _IndexedLalrParser}
+LALR_PLUGINS = {"LALR_Parser": _IndexedLalrParser} if _analysis_checked(lark.__version__) else {}

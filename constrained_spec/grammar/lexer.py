@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -179,6 +180,14 @@ class LexerContext:
         return got
 
 
+@lru_cache(maxsize=4096)
+def _matches_whole(regexp: str, value: str) -> bool:
+    """Lark's test (a match from the start that is the whole literal), remembered: a grammar's
+    contexts share most of their terminals (hundreds of keys in each of hundreds of contexts)."""
+    m = re.match(regexp, value)
+    return m is not None and m.group(0) == value
+
+
 def _unless_rules(terms: list[Terminal]) -> tuple[set[int], dict[int, list[int]]]:
     """Lark's `_create_unless`: string terminals fully matched by a regex terminal of the same
     priority are retyped from it; those whose flags the regex also has leave the alternation."""
@@ -190,8 +199,7 @@ def _unless_rules(terms: list[Terminal]) -> tuple[set[int], dict[int, list[int]]
         for s, st in enumerate(terms):
             if not st.is_string or st.sort_key[0] != rt.sort_key[0]:
                 continue
-            m = re.match(rt.regexp, st.value)
-            if m is not None and m.group(0) == st.value:
+            if _matches_whole(rt.regexp, st.value):
                 unless.setdefault(r, []).append(s)
                 if st.flags <= rt.flags:
                     embedded.add(s)

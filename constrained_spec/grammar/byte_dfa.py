@@ -52,9 +52,18 @@ class ByteDFA:
         return tuple(ids.setdefault(column, len(ids)) for column in zip(*self.trans)) if self.trans else (0,) * 256
 
     @functools.cached_property
-    def live_bytes(self) -> tuple[tuple[tuple[int, int], ...], ...]:
-        """For each state, its (byte, next state) pairs that do not die, in byte order."""
-        return tuple(tuple((b, t) for b, t in enumerate(row) if t >= 0) for row in self.trans)
+    def _sparse_rows(self) -> dict[int, tuple[tuple[int, int], ...] | None]:
+        return {}
+
+    def sparse_row(self, state: int) -> tuple[tuple[int, int], ...] | None:
+        """The state's (byte, next state) pairs that do not die, in byte order, where there are
+        at most 32 (a literal's state has one); None where there are more. Remembered per state
+        asked for, not built for every state (a 20,000-state DFA of free text would hold millions)."""
+        rows = self._sparse_rows
+        if state not in rows:
+            row = self.trans[state]
+            rows[state] = tuple((b, t) for b, t in enumerate(row) if t >= 0) if 256 - row.count(-1) <= 32 else None
+        return rows[state]
 
     def run(self, data: bytes, state: int = 0) -> int:
         for b in data:

@@ -118,12 +118,12 @@ class LexerContext:
             class order, as a walk over the classes would meet them."""
             got = edge_memo.get((i, q))
             if got is None:
-                live = dfas[i].live_bytes[q]
-                if len(live) < classes:  # a literal's state: one live byte, not every class
-                    by_class: dict[int, int] = {}
+                live = dfas[i].sparse_row(q)
+                if live is not None and len(live) < classes:  # a literal's state: one live byte, not every class
+                    first_of_class: dict[int, int] = {}
                     for b, t in live:
-                        by_class.setdefault(rank_of[b], t)
-                    got = list(by_class.items())
+                        first_of_class.setdefault(rank_of[b], t)
+                    got = list(first_of_class.items())
                 else:
                     row = dfas[i].trans[q]
                     got = [(k, row[b]) for k, b in enumerate(first_bytes) if row[b] >= 0]

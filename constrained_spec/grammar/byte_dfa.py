@@ -324,40 +324,59 @@ def compile_byte_dfa(pattern: str, max_states: int = 20000) -> ByteDFA:
 
 
 def _determinize(nfa: _NFA, start: int, final: int, max_states: int, pattern: str) -> ByteDFA:
-    # Bytes between two consecutive edge bounds are alike everywhere: subset construction runs
-    # per class of bytes (tens, not 256) and closes each target set once.
+    # Bytes between two consecutive edge bounds are alike everywhere: subset construction,
+    # trimming and minimization run per class of bytes (tens, not 256); rows are widened to
+    # 256 bytes only for the minimized states.
     bounds = sorted({0, 256} | {b for edges in nfa.edges for lo, hi, _ in edges for b in (lo, hi + 1)})
     class_at = {b: i for i, b in enumerate(bounds)}
     class_of = [0] * 256  # byte -> its class
     for i in range(len(bounds) - 1):
         class_of[bounds[i] : bounds[i + 1]] = [i] * (bounds[i + 1] - bounds[i])
+    classes = len(bounds) - 1
+    # NFA state -> its edges as (first class, class after the last, target)
+    moves = [[(class_at[lo], class_at[hi + 1], t) for lo, hi, t in edges] for edges in nfa.edges]
     closures: dict[frozenset[int], frozenset[int]] = {}
     first = nfa.closure([start])
     index = {first: 0}
     order = [first]
-    trans: list[list[int]] = []
+    trans: list[list[int]] = []  # [state][class] -> state, -1 for none
     while len(trans) < len(order):
-        cur = order[len(trans)]
-        targets: dict[int, set[int]] = {}  # class -> NFA states
-        for s in cur:
-            for lo, hi, t in nfa.edges[s]:
-                for c in range(class_at[lo], class_at[hi + 1]):
-                    targets.setdefault(c, set()).add(t)
-        by_class = [-1] * (len(bounds) - 1)
-        for c, ts in targets.items():
-            key = frozenset(ts)
+        # Sweep the classes in order: the NFA targets change only where an edge starts or
+        # ends, and each run of classes between two such points goes to one DFA state.
+        starts: dict[int, list[int]] = {}
+        ends: dict[int, list[int]] = {}
+        for s in order[len(trans)]:
+            for lo, hi, t in moves[s]:
+                starts.setdefault(lo, []).append(t)
+                ends.setdefault(hi, []).append(t)
+        by_class = [-1] * classes
+        active: dict[int, int] = {}  # NFA target -> how many edges give it here
+        points = sorted(starts.keys() | ends.keys())
+        for k, c in enumerate(points):
+            for t in ends.get(c, ()):
+                if active[t] == 1:
+                    del active[t]
+                else:
+                    active[t] -= 1
+            for t in starts.get(c, ()):
+                active[t] = active.get(t, 0) + 1
+            if not active:
+                continue
+            key = frozenset(active)
             nxt = closures.get(key)
             if nxt is None:
-                nxt = closures[key] = nfa.closure(ts)
-            if nxt not in index:
+                nxt = closures[key] = nfa.closure(key)
+            target = index.get(nxt)
+            if target is None:
                 if len(order) >= max_states:
                     raise RegexUnsupported(f"regex {pattern!r} needs more than {max_states} DFA states")
-                index[nxt] = len(order)
+                target = index[nxt] = len(order)
                 order.append(nxt)
-            by_class[c] = index[nxt]
-        trans.append([by_class[c] for c in class_of])
+            end = points[k + 1] if k + 1 < len(points) else classes
+            by_class[c:end] = [target] * (end - c)
+        trans.append(by_class)
     accepting = {i for i, st in enumerate(order) if final in st}
-    return _trim(trans, accepting)
+    return _trim(trans, accepting, class_of)
 
 
 _ANYTHING = [(C.MAX_REPEAT, (0, C.MAXREPEAT, [(C.ANY, None)]))]  # .* (built with DOTALL)
@@ -417,8 +436,9 @@ def patterns_apart(first: str, second: str, max_pairs: int = 50000) -> bool:
         return False
 
 
-def _trim(trans: list[list[int]], accepting: set[int]) -> ByteDFA:
-    """Drop states that cannot reach acceptance (so alive == completable); renumber from 0."""
+def _trim(trans: list[list[int]], accepting: set[int], class_of: list[int]) -> ByteDFA:
+    """Drop states that cannot reach acceptance (so alive == completable); renumber from 0.
+    trans: [state][byte class] -> state or -1; class_of: byte -> class, classes in byte order."""
     n = len(trans)
     rev: list[set[int]] = [set() for _ in range(n)]
     for s, row in enumerate(trans):
@@ -437,17 +457,18 @@ def _trim(trans: list[list[int]], accepting: set[int]) -> ByteDFA:
     keep = [s for s in range(n) if s in live]
     new = {s: i for i, s in enumerate(keep)}
     rows = [[new.get(t, -1) if t >= 0 else -1 for t in trans[s]] for s in keep]
-    return _minimize(rows, {new[s] for s in accepting if s in live})
+    return _minimize(rows, {new[s] for s in accepting if s in live}, class_of)
 
 
-def _minimize(rows: list[list[int]], accepting: set[int]) -> ByteDFA:
-    """Moore partition refinement: merge states with identical futures (smaller token tables)."""
-    # One byte per class of equal columns: the others add nothing to a state's signature.
+def _minimize(rows: list[list[int]], accepting: set[int], class_of: list[int]) -> ByteDFA:
+    """Moore partition refinement: merge states with identical futures (smaller token tables).
+    rows: [state][byte class] -> state or -1, classes ordered as their bytes (class_of)."""
+    # One class per set of equal columns: the others add nothing to a state's signature.
     columns: dict[tuple[int, ...], int] = {}
-    for b, column in enumerate(zip(*rows)):
-        columns.setdefault(column, b)
+    for c, column in enumerate(zip(*rows)):
+        columns.setdefault(column, c)
     reps = sorted(columns.values())
-    reduced = [[row[b] for b in reps] for row in rows]
+    reduced = [[row[c] for c in reps] for row in rows]
     # block[-1] is a sentinel -1, so a dead target (-1) reads it: signatures via map, in C.
     block = [1 if s in accepting else 0 for s in range(len(rows))] + [-1]
     while True:
@@ -459,7 +480,8 @@ def _minimize(rows: list[list[int]], accepting: set[int]) -> ByteDFA:
         if len(sigs) == len(set(block)) - 1:
             break
         block = new_block + [-1]
-    # Renumber so the start state's block is 0, in BFS order.
+    # Renumber so the start state's block is 0, in BFS order (classes in byte order, so the
+    # numbering is the one a walk over all 256 bytes gives).
     order = {block[0]: 0}
     rep: dict[int, int] = {}
     for s in range(len(rows)):
@@ -472,6 +494,7 @@ def _minimize(rows: list[list[int]], accepting: set[int]) -> ByteDFA:
                 queue.append(block[t])
     out = [None] * len(order)
     for b, i in order.items():
-        out[i] = tuple(order[block[t]] if t >= 0 else -1 for t in rows[rep[b]])
+        by_class = [order[block[t]] if t >= 0 else -1 for t in rows[rep[b]]]
+        out[i] = tuple(map(by_class.__getitem__, class_of))
     acc = frozenset(order[block[s]] for s in accepting if block[s] in order)
     return ByteDFA(trans=tuple(out), accepting=acc)

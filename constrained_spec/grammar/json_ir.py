@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import re
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -669,22 +670,24 @@ def _separator_head(node: Node) -> "Seq | None":
     return None
 
 
+_LARK_REGEX_REWRITES = re.compile(r'\\(.)|["/]', re.DOTALL)  # an escape pair, or a bare quote or slash
+
+
 def _lark_regex(regex: str) -> str:
     """A regex as a Lark /.../ literal. Lark's eval_escaping drops the backslash before any quote
     (so `\\\\"`, a literal backslash then a quote, would lose its backslash, B3): every quote,
     escaped or bare, is written \\x22, which Lark turns into a plain quote. Backslash pairs pass
     through unchanged and every bare '/' gets a backslash."""
-    out, i = [], 0
-    while i < len(regex):
-        ch = regex[i]
-        if ch == "\\" and i + 1 < len(regex):
-            nxt = regex[i + 1]
-            out.append("\\x22" if nxt == '"' else "\\/" if nxt == "/" else ch + nxt)
-            i += 2
-            continue
-        out.append("\\x22" if ch == '"' else "\\/" if ch == "/" else ch)
-        i += 1
-    return "/" + "".join(out) + "/"
+
+    def rewrite(match: re.Match) -> str:
+        char = match.group(1) if match.group(1) is not None else match.group(0)
+        if char == '"':
+            return "\\x22"
+        if char == "/":
+            return "\\/"
+        return match.group(0)
+
+    return "/" + _LARK_REGEX_REWRITES.sub(rewrite, regex) + "/"
 
 
 def regex_size(node: Node, memo: dict[int, int], defs: dict[str, Node] | None = None) -> int:

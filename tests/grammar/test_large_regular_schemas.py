@@ -72,3 +72,62 @@ def test_a_regular_schema_past_the_regex_limit_compiles():
     for text in ('{"k3":[[{"p2":7}]]}', '{"k3":[{"p0":"alpha0"}]}', '{"k30":[]}'):
         assert not _walk(compiled, schema, text) and not _valid(schema, text), text
 
+
+
+# ---- recursive grammars: whole or split first (compiler._recursive_on_lark) --------------------
+
+
+def _recursive_with_shared_definition(references: int) -> dict:
+    """A tree whose nodes hold `references` members of one large definition (a wide object):
+    written whole, each member repeats the definition's regex; split, it is one rule."""
+    return {"$defs": {"item": _wide_object(30),
+                      "node": {"type": "object", "additionalProperties": False,
+                               "properties": {"children": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2},
+                                              **{f"m{i}": {"$ref": "#/$defs/item"} for i in range(references)}}}},
+            "$ref": "#/$defs/node"}
+
+
+def _writings_tried(monkeypatch, refuse_split: bool = False) -> list:
+    compiler.clear_cache()  # (compiled grammars are cached by schema)
+    tried = []
+    real = compiler.lark_of_ir
+
+    def spy(grammar, vocab, split_above=None):
+        tried.append(split_above)
+        if refuse_split and split_above is not None:
+            raise compiler.GrammarError("invalid Lark grammar: Reduce/Reduce collision (as the test asks)")
+        return real(grammar, vocab, split_above)
+
+    monkeypatch.setattr(compiler, "lark_of_ir", spy)
+    return tried
+
+
+def test_a_recursive_grammar_repeating_a_large_definition_is_written_split_first(monkeypatch):
+    schema = _recursive_with_shared_definition(4)
+    grammar = schema_to_grammar(schema)
+    assert len(grammar.to_lark(split_above=compiler.TERMINAL_MAX_CHARS)) <= compiler.SPLIT_FIRST_SHARE * len(grammar.to_lark())
+    tried = _writings_tried(monkeypatch)
+    compiled = compile_json_schema(schema, BYTES, backend="native")
+    assert tried == [compiler.TERMINAL_MAX_CHARS] and isinstance(engine_of(compiled), LarkGrammar)
+    for text in ('{"children":[{"m3":{"p0":"beta0","p2":7}}],"m0":{"p0":"alpha0"}}', "{}", '{"children":[{},{"children":[]}]}'):
+        assert _walk(compiled, schema, text) and _valid(schema, text), text
+    for text in ('{"m0":{}}', '{"m4":{"p0":"alpha0"}}', '{"children":[{},{},{}]}', '{"m1":{"p0":"alpha0","p2":99}}'):
+        assert not _walk(compiled, schema, text) and not _valid(schema, text), text
+
+
+def test_a_split_writing_refused_leaves_the_whole_one(monkeypatch):
+    schema = _recursive_with_shared_definition(4)
+    tried = _writings_tried(monkeypatch, refuse_split=True)
+    compiled = compile_json_schema(schema, BYTES, backend="native")
+    assert tried == [compiler.TERMINAL_MAX_CHARS, None] and isinstance(engine_of(compiled), LarkGrammar)
+    assert _walk(compiled, schema, '{"children":[{}],"m2":{"p0":"alpha0"}}')
+
+
+def test_a_recursive_grammar_the_split_does_not_shrink_is_written_whole_first(monkeypatch):
+    schema = {"$defs": {"node": {"type": "object", "additionalProperties": False,
+                                 "properties": {"name": {"type": "string"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}},
+              "$ref": "#/$defs/node"}
+    tried = _writings_tried(monkeypatch)
+    compiled = compile_json_schema(schema, BYTES, backend="native")
+    assert tried == [None] and isinstance(engine_of(compiled), LarkGrammar)
+    assert _walk(compiled, schema, '{"name":"a","kids":[{"kids":[]}]}') and not _walk(compiled, schema, '{"kids":{}}')

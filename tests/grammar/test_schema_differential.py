@@ -8,9 +8,10 @@ tokenization and with a random split into vocabulary tokens, to each engine:
   - "regex": outlines-core's DFA (what compile() picks for a non-recursive schema),
   - "lark": our Lark engine (what compile() picks for a recursive one; for a non-recursive schema
     it is compiled explicitly from the same grammar IR, so both paths see every schema),
-  - "lark-split": for every other non-recursive schema in place of "lark", the Lark engine on
-    the grammar written part by part (what compile() picks for a regular grammar too large for
-    the regex path), every composite part past SPLIT_ABOVE characters split,
+  - "lark-split": for every other non-recursive schema in place of "lark", and beside it for
+    every other recursive one, the Lark engine on the grammar written part by part (what
+    compile() picks for a regular grammar too large for the regex path, and first for a
+    recursive one the split writing shrinks), every composite part past SPLIT_ABOVE characters split,
   - "llguidance": the llguidance adapter,
   - "default": the default backend, where it hands llguidance a rewritten schema (else it is
     one of the above); its closed-objects rewrite is checked to only narrow (test_closed_rewrite_narrows).
@@ -108,23 +109,28 @@ class Harness:
             default = compile_json_schema(schema, self.vocab, backend="native")
             name = "regex" if isinstance(engine_of(default), CompiledRegex) else "lark"
             engines[name] = default
-            if name == "regex":  # the same grammar on the Lark path, uniqueItems on top as there
-                unique: list[str] = []
-                generated = unevaluated_as_additional(schema)
-                grammar = schema_to_grammar(generated, unique_items=unique)
-                if grammar.free_extras == schema_to_grammar(generated).free_extras:  # else another language (the oracle's is the regex one's)
-                    # every other schema written part by part, as a regular grammar too large for
-                    # the regex path is (compiler.REGEX_PATH_MAX_CHARS), at a small enough size
-                    # that every composite part is split
-                    odd = zlib.crc32(json.dumps(schema, sort_keys=True).encode()) % 2
-                    for split in [None, SPLIT_ABOVE] if both_lark else [SPLIT_ABOVE if odd else None]:
-                        lark_name = "lark-split" if split else "lark"
-                        try:
-                            lark = lark_of_ir(grammar, self.vocab, split)
-                        except GrammarError:
-                            self.stats[f"refused {lark_name}"] += 1
-                        else:
-                            engines[lark_name] = UniqueItemsGrammar(lark, self.vocab, schema) if unique else lark
+            # the same grammar on the Lark path (uniqueItems on top as there): for a regular
+            # schema whole, or for every other schema written part by part, as a regular grammar
+            # too large for the regex path is (compiler.REGEX_PATH_MAX_CHARS), at a small enough
+            # size that every composite part is split; for a recursive one ("lark" is then
+            # compile()'s own writing) split so, every other schema
+            unique: list[str] = []
+            generated = unevaluated_as_additional(schema)
+            grammar = schema_to_grammar(generated, unique_items=unique)
+            if grammar.free_extras == schema_to_grammar(generated).free_extras:  # else another language (the oracle's is the regex one's)
+                odd = zlib.crc32(json.dumps(schema, sort_keys=True).encode()) % 2
+                if name == "regex":
+                    splits = [None, SPLIT_ABOVE] if both_lark else [SPLIT_ABOVE if odd else None]
+                else:
+                    splits = [SPLIT_ABOVE] if both_lark or odd else []
+                for split in splits:
+                    lark_name = "lark-split" if split else "lark"
+                    try:
+                        lark = lark_of_ir(grammar, self.vocab, split)
+                    except GrammarError:
+                        self.stats[f"refused {lark_name}"] += 1
+                    else:
+                        engines[lark_name] = UniqueItemsGrammar(lark, self.vocab, schema) if unique else lark
         except GrammarError:
             self.stats["refused ours"] += 1
         except RecursionError as exc:  # a crash is a bug too: report it as one
@@ -221,7 +227,7 @@ def test_bug_reproducers(harness, bug):
     checks that it still reproduces and skips naming it; once fixed it must be exact."""
     schema, values, raw = REPRODUCERS[bug]
     oracle, engines = harness.oracle(schema), harness.engines(schema, both_lark=True)
-    assert "lark" in engines and ("lark-split" in engines or "regex" not in engines)
+    assert "lark" in engines and "lark-split" in engines
     rng = random.Random(11)
     problems = []
     for value in values:

@@ -9,7 +9,12 @@ is just keeping the old tuple. Stepping follows Lark's `ParserState.feed_token` 
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 import lark
+from lark.exceptions import GrammarError as LarkGrammarError
+from lark.grammar import NonTerminal, Rule
+from lark.parsers.grammar_analysis import LR0ItemSet, RulePtr
 from lark.parsers.lalr_analysis import LALR_Analyzer, Shift
 from lark.parsers.lalr_parser import LALR_Parser, _Parser
 
@@ -85,6 +90,33 @@ class _IndexedAnalyzer(LALR_Analyzer):
     are grouped by rule origin, and its finished rules looked up, once. The same sets come out
     (tests/grammar/test_lark_parser.py compares whole tables with Lark's own)."""
 
+    def __init__(self, parser_conf, debug: bool = False, strict: bool = False) -> None:
+        # Not GrammarAnalyzer's setup: besides what LALR reads (the LR(0) rules and start item
+        # sets, the nullable nonterminals) it computes FIRST and FOLLOW for Earley, a fixpoint
+        # that rescans every prefix and suffix of every rule each pass (claude-code's split
+        # schema grammars: 1.4 of 1.9 s in Lark). Lark's two checks on the rules are kept.
+        self.debug, self.strict = debug, strict
+        rules = list(parser_conf.rules)
+        if len(rules) != len(set(rules)):
+            twice = sorted({str(rule) for rule in rules if rules.count(rule) > 1})
+            raise LarkGrammarError("Rules defined twice: " + ", ".join(twice))
+        roots = {start: Rule(NonTerminal("$root_" + start), [NonTerminal(start)]) for start in parser_conf.start}
+        self.lr0_rules_by_origin: dict = {}
+        for rule in rules + list(roots.values()):
+            self.lr0_rules_by_origin.setdefault(rule.origin, []).append(rule)
+        for rule in rules + list(roots.values()):
+            for symbol in rule.expansion:
+                if not symbol.is_term and symbol not in self.lr0_rules_by_origin:
+                    raise LarkGrammarError(f"Using an undefined rule: {symbol}")
+        self.lr0_start_states = {start: LR0ItemSet([RulePtr(root, 0)], self.expand_rule(root.origin, self.lr0_rules_by_origin))
+                                 for start, root in roots.items()}
+        self.NULLABLE = _nullable(rules)
+        self.nonterminal_transitions = []
+        self.directly_reads = defaultdict(set)
+        self.reads = defaultdict(set)
+        self.includes = defaultdict(set)
+        self.lookback = defaultdict(set)
+
     def compute_includes_lookback(self) -> None:
         nullable, reads = self.NULLABLE, self.reads
         by_origin: dict = {}  # state -> {origin: [items of that origin, closure order]}
@@ -132,6 +164,35 @@ class _IndexedAnalyzer(LALR_Analyzer):
                         lookback.add((state2, rule))
             for nt2 in includes:
                 self.includes[nt2].add(nt)
+
+
+def _nullable(rules: list) -> set:
+    """Nonterminals that derive the empty string: a rule's origin is, once every symbol of its
+    expansion is (terminals never are). Each rule is rechecked only when a symbol it waits on
+    becomes nullable."""
+    waiting: dict = {}  # symbol -> rules with that symbol still to be shown nullable
+    missing: dict = {}  # rule index -> how many of its expansion's symbols are not yet nullable
+    nullable: set = set()
+    ready = []
+    for i, rule in enumerate(rules):
+        symbols = list(rule.expansion)
+        if any(symbol.is_term for symbol in symbols):
+            continue
+        missing[i] = len(symbols)
+        for symbol in symbols:
+            waiting.setdefault(symbol, []).append(i)
+        if not symbols:
+            ready.append(rule.origin)
+    while ready:
+        symbol = ready.pop()
+        if symbol in nullable:
+            continue
+        nullable.add(symbol)
+        for i in waiting.get(symbol, ()):
+            missing[i] -= 1
+            if missing[i] == 0:
+                ready.append(rules[i].origin)
+    return nullable
 
 
 class _IndexedLalrParser(LALR_Parser):

@@ -102,3 +102,24 @@ def test_generated_grammars_get_larks_table_or_larks_refusal(bodies: list) -> No
     repeated and nullable members: the tables, or the refusals, are Lark's."""
     stock, ours = both_tables(grammar_text(bodies))
     assert ours == stock
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.sampled_from("ABCD"), st.lists(st.sampled_from(["A", "B", "C", "D", "x", "y"]), max_size=4)), max_size=10))
+def test_nullable_nonterminals_are_the_textbook_fixpoint(rules: list) -> None:
+    """`_nullable` (rules rechecked only when a symbol they wait on becomes nullable) against the
+    definition computed naively: repeat until nothing changes, a rule's origin is nullable once
+    every symbol of its expansion is. Repeated symbols in one expansion (A: B B C) included."""
+    from lark.grammar import NonTerminal, Rule, Terminal
+
+    from constrained_spec.grammar.lark_parser import _nullable
+
+    symbol = lambda name: Terminal(name) if name.islower() else NonTerminal(name)  # noqa: E731
+    lark_rules = [Rule(NonTerminal(origin), [symbol(s) for s in expansion]) for origin, expansion in rules]
+    expected: set = set()
+    while True:
+        more = {origin for origin, expansion in rules if all(s in expected for s in expansion)} - expected
+        if not more:
+            break
+        expected |= more
+    assert {s.name for s in _nullable(lark_rules)} == expected

@@ -147,13 +147,13 @@ def _terminal_too_large(exc: GrammarError) -> bool:
     return message.startswith("terminal ") or message.startswith("lexer automaton over ")
 
 
-def _lark_length(grammar: Grammar, split_above: int | None) -> float:
-    """Characters of the grammar's Lark text (inf where it cannot be written: lark_of_ir says why)."""
+def _lark_text(grammar: Grammar, split_above: int | None) -> str | None:
+    """The grammar's Lark text (None where it cannot be written: lark_of_ir then says why)."""
     try:
         with deep_recursion():
-            return len(grammar.to_lark(split_above=split_above))
+            return grammar.to_lark(split_above=split_above)
     except (GrammarError, RecursionError):
-        return math.inf
+        return None
 
 
 def _recursive_on_lark(grammar: Grammar, vocab: Vocabulary) -> CompiledGrammar:
@@ -165,30 +165,32 @@ def _recursive_on_lark(grammar: Grammar, vocab: Vocabulary) -> CompiledGrammar:
     masks). Otherwise whole first (splitting adds rules: lintstagedrc's split writing is a
     reduce/reduce conflict, libman's takes twice as long). A writing refused for its size, or a
     split one refused for any reason, leaves the other to try."""
-    whole, split = _lark_length(grammar, None), _lark_length(grammar, TERMINAL_MAX_CHARS)
-    if not split <= SPLIT_FIRST_SHARE * whole:
+    whole, split = _lark_text(grammar, None), _lark_text(grammar, TERMINAL_MAX_CHARS)
+    length = lambda text: math.inf if text is None else len(text)  # noqa: E731
+    if not length(split) <= SPLIT_FIRST_SHARE * length(whole):
         try:
-            return lark_of_ir(grammar, vocab, None)
+            return lark_of_ir(grammar, vocab, None, text=whole)
         except GrammarError as exc:
             if not _terminal_too_large(exc):
                 raise
-            return lark_of_ir(grammar, vocab, TERMINAL_MAX_CHARS)
+            return lark_of_ir(grammar, vocab, TERMINAL_MAX_CHARS, text=split)
     try:
-        return lark_of_ir(grammar, vocab, TERMINAL_MAX_CHARS)
+        return lark_of_ir(grammar, vocab, TERMINAL_MAX_CHARS, text=split)
     except GrammarError:
-        return lark_of_ir(grammar, vocab, None)
+        return lark_of_ir(grammar, vocab, None, text=whole)
 
 
-def lark_of_ir(grammar: Grammar, vocab: Vocabulary, split_above: int | None = None) -> CompiledGrammar:
+def lark_of_ir(grammar: Grammar, vocab: Vocabulary, split_above: int | None = None, text: str | None = None) -> CompiledGrammar:
     """`grammar` on our Lark engine (Grammar.to_lark: `split_above` writes large regular parts
-    part by part)."""
+    part by part; `text`: that writing, where the caller has it already)."""
     try:
         from .lark_engine import compile_lark
     except ImportError as exc:
         raise GrammarError("this constraint is recursive or large and needs the Lark engine, which is not available") from exc
     try:
         with deep_recursion():
-            text = grammar.to_lark(split_above=split_above)
+            if text is None:
+                text = grammar.to_lark(split_above=split_above)
             try:
                 return compile_lark(text, vocab)
             except GrammarError as exc:

@@ -316,9 +316,21 @@ def listed_names(names: Any, deref: Callable[[Any], Any], known_formats: Any, de
     return None
 
 
+def _single_value(schema: Any) -> Any:
+    """The one value `{"const": c}` or `{"enum": [c]}` admits (None for any other schema)."""
+    if not isinstance(schema, dict):
+        return None
+    kept = set(schema) - ANNOTATIONS
+    if kept == {"const"}:
+        return schema["const"]
+    if kept == {"enum"} and isinstance(schema["enum"], list) and len(schema["enum"]) == 1:
+        return schema["enum"][0]
+    return None
+
+
 def discriminated_conditions(node: dict) -> None:
     """An allOf of `if: {properties: {K: {const: c_i}}}, then: T_i` (no else; distinct string
-    constants) becomes one anyOf: an object with `K = c_i` and T_i for each i, or K none of them,
+    constants, `enum: [c_i]` alike) becomes one anyOf: an object with `K = c_i` and T_i for each i, or K none of them,
     or (where K is not required) K absent and every T_i (an `if` without `required` holds then;
     with `required: [K]` none does), or (where the node admits more than objects) a non-object
     and every T_i (each `if` holds vacuously). GitHub's issue forms (six item kinds, K required)
@@ -338,7 +350,7 @@ def discriminated_conditions(node: dict) -> None:
             rest.append(member)
             continue
         name, value = next(iter(props.items()))
-        const = value.get("const") if isinstance(value, dict) and set(value) - ANNOTATIONS == {"const"} else None
+        const = _single_value(value)
         if not isinstance(const, str) or const in chosen or (key is not None and name != key):
             rest.append(member)
             continue

@@ -92,11 +92,12 @@ def _writings_tried(monkeypatch, refuse_split: bool = False) -> list:
     tried = []
     real = compiler.lark_of_ir
 
-    def spy(grammar, vocab, split_above=None):
+    def spy(grammar, vocab, split_above=None, text=None):
         tried.append(split_above)
         if refuse_split and split_above is not None:
             raise compiler.GrammarError("invalid Lark grammar: Reduce/Reduce collision (as the test asks)")
-        return real(grammar, vocab, split_above)
+        assert text is None or text == grammar.to_lark(split_above=split_above)
+        return real(grammar, vocab, split_above, text)
 
     monkeypatch.setattr(compiler, "lark_of_ir", spy)
     return tried

@@ -330,14 +330,15 @@ def _single_value(schema: Any) -> Any:
 
 def discriminated_conditions(node: dict) -> None:
     """An allOf of `if: {properties: {K: {const: c_i}}}, then: T_i` (no else; distinct string
-    constants, `enum: [c_i]` alike) becomes one anyOf: an object with `K = c_i` and T_i for each i, or K none of them,
-    or (where K is not required) K absent and every T_i (an `if` without `required` holds then;
-    with `required: [K]` none does), or (where the node admits more than objects) a non-object
-    and every T_i (each `if` holds vacuously). GitHub's issue forms (six item kinds, K required)
-    and minecraft's number providers (sixteen, K optional, numbers too): written as separate
-    conditions, llguidance intersects their two-way choices, 2^n combinations, and refuses the
-    schema as too large; our compiler built all 2^n, nearly all contradictory (minecraft-predicate:
-    145,000 schema nodes, 292 s). Changes `node` (a copy of the caller's) in place."""
+    constants, `enum: [c_i]` alike) becomes one anyOf: an object with `K = c_i` and T_i for each
+    i, or K none of them, or (where K is not required) K absent and every T_i (an `if` without
+    `required` holds then; with `required: [K]` none does), or (where the node admits more than
+    objects) a non-object and every T_i (each `if` holds vacuously). GitHub's issue forms (six
+    item kinds, K required) and minecraft's number providers (sixteen, K optional, numbers too):
+    written as separate conditions, llguidance intersects their two-way choices, 2^n
+    combinations, and refuses the schema as too large; our compiler built all 2^n, nearly all
+    contradictory (minecraft-predicate: 145,000 schema nodes, 292 s). Changes `node` (a copy of
+    the caller's) in place."""
     members = node.get("allOf")
     if not isinstance(members, list):
         return

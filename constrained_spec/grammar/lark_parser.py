@@ -96,6 +96,7 @@ class _IndexedAnalyzer(LALR_Analyzer):
         # that rescans every prefix and suffix of every rule each pass (claude-code's split
         # schema grammars: 1.4 of 1.9 s in Lark). Lark's two checks on the rules are kept.
         self.debug, self.strict = debug, strict
+        self._expanded: dict = {}  # nonterminal -> its LR(0) start items (expand_rule)
         rules = list(parser_conf.rules)
         if len(rules) != len(set(rules)):
             twice = sorted({str(rule) for rule in rules if rules.count(rule) > 1})
@@ -116,6 +117,17 @@ class _IndexedAnalyzer(LALR_Analyzer):
         self.reads = defaultdict(set)
         self.includes = defaultdict(set)
         self.lookback = defaultdict(set)
+
+    def expand_rule(self, source_rule, rules_by_origin=None):
+        """Lark's closure of a nonterminal's start items, remembered per nonterminal: Lark redoes
+        the breadth-first expansion for every kernel item of every new LR(0) state (callers
+        only read the set)."""
+        got = self._expanded.get(source_rule) if rules_by_origin is self.lr0_rules_by_origin else None
+        if got is None:
+            got = super().expand_rule(source_rule, rules_by_origin)
+            if rules_by_origin is self.lr0_rules_by_origin:
+                self._expanded[source_rule] = got
+        return got
 
     def compute_includes_lookback(self) -> None:
         nullable, reads = self.NULLABLE, self.reads

@@ -1,7 +1,9 @@
 """Regular schemas too large for the regex path (compiler.REGEX_PATH_MAX_CHARS) compile on our
 Lark engine written part by part (Grammar.to_lark's `split_above`), exactly: outlines-core would
 index their regex state by state over the whole vocabulary (catalog-info: over 150 s), and past
-MAX_REGEX_CHARS they were refused."""
+MAX_REGEX_CHARS they were refused. Recursive schemas are written part by part first where that
+shrinks their Lark text (compiler._recursive_on_lark), whole otherwise, each writing the other's
+fallback."""
 
 from __future__ import annotations
 

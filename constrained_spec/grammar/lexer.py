@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -150,7 +150,6 @@ class LexerContext:
         self.dead = self.num_states
         # [S, classes] -> [S, 256] by numpy: a Python row of 256 per state cost most of the build
         walked = np.array(rows, dtype=np.int32).reshape(len(rows), len(first_bytes))[:, rank_of]  # [S, 256], -1 = dead
-        self.trans_py: list[list[int]] = walked.tolist()  # -1 = dead; used by the per-token Python walk
         table = np.full((self.num_states + 1, 257), self.dead, dtype=np.int32)
         table[: self.num_states, :256] = np.where(walked < 0, self.dead, walked)
         table[:, 256] = np.arange(self.num_states + 1)
@@ -170,6 +169,14 @@ class LexerContext:
             self.winner.append(_winner(acc, embedded, unless, len(dfas)))
         self.winner_arr = np.array(self.winner + [-1], dtype=np.int32)  # [S + 1]
         self._good_cache: dict[int, np.ndarray] = {}
+
+    @cached_property
+    def trans_py(self) -> list[list[int]]:
+        """`trans` as Python rows, -1 = dead, for the per-token Python walk: built on first use
+        (a grammar's contexts are built at compile time, hundreds of them, and a generation
+        walks few: built eagerly, these lists were a sixth of the contexts' build time)."""
+        walked = self.trans[: self.num_states, :256]  # [S, 256]
+        return np.where(walked == self.dead, -1, walked).tolist()
 
     def good_states(self, viable_bits: int) -> np.ndarray:
         """Bool [S + 1]: states where some still-completable terminal is in `viable_bits`."""

@@ -99,7 +99,6 @@ class LexerContext:
         start = tuple((i, 0) for i in range(len(dfas)))
         ids = {start: 0}
         order = [start]
-        rows: list[list[int]] = []
 
         def state_id(key: tuple) -> int:
             if key not in ids:
@@ -119,7 +118,9 @@ class LexerContext:
             got = edge_memo.get((i, q))
             if got is None:
                 live = dfas[i].sparse_row(q)
-                if live is not None and len(live) < classes:  # a literal's state: one live byte, not every class
+                if live is not None and len(live) == 1:  # a literal's state: one live byte
+                    got = [(rank_of[live[0][0]], live[0][1])]
+                elif live is not None and len(live) < classes:  # a few live bytes, not every class
                     first_of_class: dict[int, int] = {}
                     for b, t in live:
                         first_of_class.setdefault(rank_of[b], t)
@@ -130,26 +131,36 @@ class LexerContext:
                 edge_memo[(i, q)] = got
             return got
 
-        while len(rows) < len(order):
-            cur = order[len(rows)]
-            targets = [-1] * classes
+        # Moves as flat (state, class, next state) columns, not a row of every class per state:
+        # most product states are one key's literal, with one move out.
+        from_states: list[int] = []
+        on_classes: list[int] = []
+        to_states: list[int] = []
+        done = 0
+        while done < len(order):
+            cur = order[done]
             if len(cur) == 1:
                 (i, q), = cur
                 for k, t in edges(i, q):
-                    targets[k] = state_id(((i, t),))
+                    from_states.append(done)
+                    on_classes.append(k)
+                    to_states.append(state_id(((i, t),)))
             else:
                 by_class: dict[int, list[tuple[int, int]]] = {}
                 for i, q in cur:  # in terminal order, so each next state's pairs are too
                     for k, t in edges(i, q):
                         by_class.setdefault(k, []).append((i, t))
                 for k in sorted(by_class):  # states numbered in class order, as before
-                    targets[k] = state_id(tuple(by_class[k]))
-            rows.append(targets)
+                    from_states.append(done)
+                    on_classes.append(k)
+                    to_states.append(state_id(tuple(by_class[k])))
+            done += 1
 
         self.num_states = len(order)
         self.dead = self.num_states
-        # [S, classes] -> [S, 256] by numpy: a Python row of 256 per state cost most of the build
-        walked = np.array(rows, dtype=np.int32).reshape(len(rows), len(first_bytes))[:, rank_of]  # [S, 256], -1 = dead
+        by_class_table = np.full((self.num_states, classes), -1, dtype=np.int32)  # [S, classes]
+        by_class_table[from_states, on_classes] = to_states
+        walked = by_class_table[:, rank_of]  # [S, 256], -1 = dead
         table = np.full((self.num_states + 1, 257), self.dead, dtype=np.int32)
         table[: self.num_states, :256] = np.where(walked < 0, self.dead, walked)
         table[:, 256] = np.arange(self.num_states + 1)

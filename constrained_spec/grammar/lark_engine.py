@@ -144,7 +144,7 @@ class LarkGrammar:
         if s == _START:
             s = 0
         for b in data:
-            nxt = ctx.trans_py[s][b]
+            nxt = ctx.row(s)[b]
             if nxt < 0:  # b ends the lexeme: emit, then b starts the next one
                 w = ctx.winner[s]
                 if w < 0:
@@ -153,7 +153,7 @@ class LarkGrammar:
                 if new_stack is None:
                     return None
                 stack, ctx = new_stack, self.ctx(new_stack)
-                nxt = ctx.trans_py[0][b]
+                nxt = ctx.row(0)[b]
                 if nxt < 0:
                     return None
             s = nxt
@@ -288,15 +288,15 @@ class LarkGrammar:
         ctx = self.ctx(stack)
         cand = set()
         state = 0 if s == _START else s
-        cand.update(b for b, t in enumerate(ctx.trans_py[state]) if t >= 0)
+        cand.update(b for b, t in enumerate(ctx.row(state)) if t >= 0)
         w = ctx.winner[state] if s != _START else -1
         if w >= 0:
             new_stack = self.emit(stack, ctx, w)
             if new_stack is not None:
-                cand.update(b for b, t in enumerate(self.ctx(new_stack).trans_py[0]) if t >= 0)
+                cand.update(b for b, t in enumerate(self.ctx(new_stack).row(0)) if t >= 0)
         found = None
         for b in cand:
-            if ctx.trans_py[state][b] < 0 and ctx.terms[w] in self.ignore:
+            if ctx.row(state)[b] < 0 and ctx.terms[w] in self.ignore:
                 continue  # b would close an ignored lexeme (whitespace): not the compact text
             step = self.advance(stack, s, bytes([b]))
             if step is None:

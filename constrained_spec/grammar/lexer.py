@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import lru_cache
 
 import numpy as np
 
@@ -165,6 +165,7 @@ class LexerContext:
         table[: self.num_states, :256] = np.where(walked < 0, self.dead, walked)
         table[:, 256] = np.arange(self.num_states + 1)
         self.trans = table  # [S + 1, 257]
+        self._rows: list[list[int] | None] = [None] * self.num_states  # row(): Python rows, on first use
 
         self.alive_bits: list[int] = []
         self.accept_bits: list[int] = []
@@ -181,13 +182,16 @@ class LexerContext:
         self.winner_arr = np.array(self.winner + [-1], dtype=np.int32)  # [S + 1]
         self._good_cache: dict[int, np.ndarray] = {}
 
-    @cached_property
-    def trans_py(self) -> list[list[int]]:
-        """`trans` as Python rows, -1 = dead, for the per-token Python walk: built on first use
-        (a grammar's contexts are built at compile time, hundreds of them, and a generation
-        walks few: built eagerly, these lists were a sixth of the contexts' build time)."""
-        walked = self.trans[: self.num_states, :256]  # [S, 256]
-        return np.where(walked == self.dead, -1, walked).tolist()
+    def row(self, state: int) -> list[int]:
+        """Row `state` of `trans` as a Python list, -1 = dead, for the per-token Python walk:
+        built on first use (a grammar's hundreds of contexts are built at compile time and a
+        generation visits few of their states; built for every state, these rows were a sixth
+        of the contexts' build time)."""
+        got = self._rows[state]
+        if got is None:
+            moves = self.trans[state, :256]
+            got = self._rows[state] = np.where(moves == self.dead, -1, moves).tolist()
+        return got
 
     def good_states(self, viable_bits: int) -> np.ndarray:
         """Bool [S + 1]: states where some still-completable terminal is in `viable_bits`."""

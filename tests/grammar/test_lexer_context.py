@@ -56,5 +56,5 @@ def test_product_states_are_the_terminals_run_one_by_one(context: tuple, texts: 
             assert {i for i in range(len(lexer.terms)) if lexer.alive_bits[state] >> i & 1} == alive
             assert {i for i in range(len(lexer.terms)) if lexer.accept_bits[state] >> i & 1} == accepting
             assert int(lexer.trans[state, 256]) == state
-            row = lexer.trans_py[state]
+            row = lexer.row(state)
             assert [lexer.dead if t < 0 else t for t in row] == lexer.trans[state, :256].tolist()

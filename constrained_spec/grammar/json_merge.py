@@ -318,14 +318,9 @@ def listed_names(names: Any, deref: Callable[[Any], Any], known_formats: Any, de
 
 def _single_value(schema: Any) -> Any:
     """The one value `{"const": c}` or `{"enum": [c]}` admits (None for any other schema)."""
-    if not isinstance(schema, dict):
-        return None
-    kept = set(schema) - ANNOTATIONS
-    if kept == {"const"}:
-        return schema["const"]
-    if kept == {"enum"} and isinstance(schema["enum"], list) and len(schema["enum"]) == 1:
-        return schema["enum"][0]
-    return None
+    kept = set(schema) - ANNOTATIONS if isinstance(schema, dict) else set()
+    values = enum_values(schema) if kept in ({"const"}, {"enum"}) else None
+    return values[0] if values is not None and len(values) == 1 else None
 
 
 def discriminated_conditions(node: dict) -> None:

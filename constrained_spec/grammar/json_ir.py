@@ -673,21 +673,21 @@ def _separator_head(node: Node) -> "Seq | None":
 _LARK_REGEX_REWRITES = re.compile(r'\\(.)|["/]', re.DOTALL)  # an escape pair, or a bare quote or slash
 
 
+def _lark_regex_rewrite(match: re.Match) -> str:
+    char = match.group(1) if match.group(1) is not None else match.group(0)
+    if char == '"':
+        return "\\x22"
+    if char == "/":
+        return "\\/"
+    return match.group(0)
+
+
 def _lark_regex(regex: str) -> str:
     """A regex as a Lark /.../ literal. Lark's eval_escaping drops the backslash before any quote
     (so `\\\\"`, a literal backslash then a quote, would lose its backslash, B3): every quote,
     escaped or bare, is written \\x22, which Lark turns into a plain quote. Backslash pairs pass
     through unchanged and every bare '/' gets a backslash."""
-
-    def rewrite(match: re.Match) -> str:
-        char = match.group(1) if match.group(1) is not None else match.group(0)
-        if char == '"':
-            return "\\x22"
-        if char == "/":
-            return "\\/"
-        return match.group(0)
-
-    return "/" + _LARK_REGEX_REWRITES.sub(rewrite, regex) + "/"
+    return "/" + _LARK_REGEX_REWRITES.sub(_lark_regex_rewrite, regex) + "/"
 
 
 def regex_size(node: Node, memo: dict[int, int], defs: dict[str, Node] | None = None) -> int:

@@ -288,7 +288,8 @@ class LarkGrammar:
         ctx = self.ctx(stack)
         cand = set()
         state = 0 if s == _START else s
-        cand.update(b for b, t in enumerate(ctx.row(state)) if t >= 0)
+        row = ctx.row(state)
+        cand.update(b for b, t in enumerate(row) if t >= 0)
         w = ctx.winner[state] if s != _START else -1
         if w >= 0:
             new_stack = self.emit(stack, ctx, w)
@@ -296,7 +297,7 @@ class LarkGrammar:
                 cand.update(b for b, t in enumerate(self.ctx(new_stack).row(0)) if t >= 0)
         found = None
         for b in cand:
-            if ctx.row(state)[b] < 0 and ctx.terms[w] in self.ignore:
+            if row[b] < 0 and ctx.terms[w] in self.ignore:
                 continue  # b would close an ignored lexeme (whitespace): not the compact text
             step = self.advance(stack, s, bytes([b]))
             if step is None:

@@ -102,10 +102,11 @@ class _IndexedAnalyzer(LALR_Analyzer):
             twice = sorted({str(rule) for rule in rules if rules.count(rule) > 1})
             raise LarkGrammarError("Rules defined twice: " + ", ".join(twice))
         roots = {start: Rule(NonTerminal("$root_" + start), [NonTerminal(start)]) for start in parser_conf.start}
+        lr0_rules = rules + list(roots.values())
         self.lr0_rules_by_origin: dict = {}
-        for rule in rules + list(roots.values()):
+        for rule in lr0_rules:
             self.lr0_rules_by_origin.setdefault(rule.origin, []).append(rule)
-        for rule in rules + list(roots.values()):
+        for rule in lr0_rules:
             for symbol in rule.expansion:
                 if not symbol.is_term and symbol not in self.lr0_rules_by_origin:
                     raise LarkGrammarError(f"Using an undefined rule: {symbol}")
@@ -122,11 +123,11 @@ class _IndexedAnalyzer(LALR_Analyzer):
         """Lark's closure of a nonterminal's start items, remembered per nonterminal: Lark redoes
         the breadth-first expansion for every kernel item of every new LR(0) state (callers
         only read the set)."""
-        got = self._expanded.get(source_rule) if rules_by_origin is self.lr0_rules_by_origin else None
+        if rules_by_origin is not self.lr0_rules_by_origin:
+            return super().expand_rule(source_rule, rules_by_origin)
+        got = self._expanded.get(source_rule)
         if got is None:
-            got = super().expand_rule(source_rule, rules_by_origin)
-            if rules_by_origin is self.lr0_rules_by_origin:
-                self._expanded[source_rule] = got
+            got = self._expanded[source_rule] = super().expand_rule(source_rule, rules_by_origin)
         return got
 
     def compute_includes_lookback(self) -> None:

@@ -354,7 +354,11 @@ def _llguidance_or_native(
         second try, also where the rewrite is the one llguidance refused already)."""
         unique_items: list[str] = []
         with deep_recursion():
-            spec = llguidance_schema(schema, closed_objects, ignored, narrowed, exact_unique=exact_unique, unique_items=unique_items)
+            try:
+                spec = llguidance_schema(schema, closed_objects, ignored, narrowed, exact_unique=exact_unique, unique_items=unique_items)
+            except RecursionError:  # a rewrite nested past the stack (negations through a cycle): ours decides
+                log.info("the schema's rewrite for llguidance nests too deep")
+                spec = None
             rewritten.append(spec)
             if spec is None or (len(rewritten) > 1 and spec == rewritten[0]):
                 return None

@@ -581,10 +581,13 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
                 isinstance(o, dict) and isinstance(o.get("$ref"), str) and not set(o) - {"$ref"} - _QUIET and cyclic(o["$ref"])
                 for o in node[options_key]):
             # llguidance moves the siblings into every branch and refuses them beside a reference
-            # into a cycle (resjson); moved here, such a branch becomes merged_cycle's definition
-            node = {**{k: v for k, v in node.items() if k not in siblings},
-                    options_key: [{**o, **siblings} if isinstance(o, dict) and "$ref" in o and not set(o) & set(siblings)
-                                  else {"allOf": [o, siblings]} for o in node[options_key]]}
+            # into a cycle (resjson); moved here, such a branch becomes merged_cycle's definition.
+            # A oneOf whose branches are apart stays apart with the siblings inside (each branch
+            # only narrows): an anyOf, since `disjoint` sees no further than a `$ref` with siblings
+            moved_into = "anyOf" if options_key == "oneOf" and disjoint(node["oneOf"], node) else options_key
+            node = {**{k: v for k, v in node.items() if k not in siblings and k != options_key},
+                    moved_into: [{**o, **siblings} if isinstance(o, dict) and "$ref" in o and not set(o) & set(siblings)
+                                 else {"allOf": [o, siblings]} for o in node[options_key]]}
         out = _names_as_properties(dict(node), closed_objects, checks.deref)
         if implied_type(out):
             del out["type"]

@@ -639,6 +639,18 @@ _SIBLING_CYCLES = [
     ({"type": "object", "properties": {"name": {"type": "string"}, "m": {"$ref": "#/definitions/m"}},
       "definitions": {"m": {"$ref": "#", "type": "object", "items": {"type": "string"}, "description": "a manager"}}},
      {'{"m":{"name":"x","m":{}}}': True, '{"m":1}': False, '{"m":{"name":2}}': False, "{}": True}),
+    # a type beside a oneOf of closed objects, one of which refers back into the cycle (logical
+    # conditions: and / not of conditions): the branches are apart, so once the type moves into
+    # them they stay an anyOf (as "branch i and no other" the rewrite nested past the stack)
+    ({"$ref": "#/definitions/c", "definitions": {
+        "leaf": {"type": "object", "properties": {"is": {"type": "string"}}, "required": ["is"], "additionalProperties": False},
+        "logic": {"type": "object", "oneOf": [
+            {"type": "object", "properties": {"and": {"type": "array", "items": {"$ref": "#/definitions/c"}}},
+             "required": ["and"], "additionalProperties": False},
+            {"type": "object", "properties": {"not": {"$ref": "#/definitions/c"}}, "required": ["not"], "additionalProperties": False}]},
+        "c": {"type": "object", "oneOf": [{"$ref": "#/definitions/leaf"}, {"$ref": "#/definitions/logic"}]}}},
+     {'{"is":"a"}': True, '{"not":{"is":"a"}}': True, '{"and":[{"is":"a"},{"not":{"and":[]}}]}': True,
+      '{"is":"a","not":{"is":"b"}}': False, '{"not":{"is":1}}': False, '{"and":[{"x":1}]}': False, '"s"': False}),
 ]
 
 
@@ -652,6 +664,9 @@ def test_references_into_a_cycle_beside_keywords_on_llguidance(schema, texts):
     assert isinstance(engine_of(compiled), LLGuidanceGrammar)
     if "m" in schema.get("definitions", {}):  # siblings that say nothing beside the root: a plain reference
         assert llguidance_schema(schema, closed_objects=False)["definitions"]["m"] == {"$ref": "#"}
+    if "logic" in schema.get("definitions", {}):  # branches apart: an anyOf, no "branch i and not j" negations
+        rewritten = llguidance_schema(schema, closed_objects=False)
+        assert len(rewritten["definitions"]["c"]["anyOf"]) == 2 and len(json.dumps(rewritten)) < 1.5 * len(json.dumps(schema))
     for text, ok in texts.items():
         assert _valid(schema, text) == ok, f"test case is wrong about {text}"
         assert _walk(compiled, schema, text) == ok, text
@@ -664,6 +679,24 @@ _KINDS = {"allOf": [
 
 
 _KINDS_BY_ENUM = {"allOf": [{**m, "if": {"properties": {"kind": {"enum": [m["if"]["properties"]["kind"]["const"]]}}}} for m in _KINDS["allOf"]]}
+
+
+def test_a_rewrite_nested_past_the_stack_leaves_the_schema_to_our_compiler(monkeypatch):
+    """Where the rewrite for llguidance recurses past Python's stack, compile() goes on with our
+    compiler (its answer or its refusal by name), never a RecursionError to the caller."""
+    import constrained_spec.grammar.llguidance_schema as rewrite_module
+
+    def too_deep(*args, **kwargs):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(rewrite_module, "llguidance_schema", too_deep)
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    compiled = compile_json_schema(schema, BYTES)
+    assert not isinstance(engine_of(compiled), LLGuidanceGrammar)
+    for text in ['{"a":1}', '{"a":"x"}', "{}"]:
+        assert _walk(compiled, schema, text) == _valid(schema, text), text
+    with pytest.raises(GrammarError, match="bounded at 512 characters"):
+        compile_json_schema({"type": "string", "maxLength": 512}, BYTES)
 
 
 def test_conditions_on_single_value_enums_are_discriminated_too():

@@ -57,6 +57,26 @@ _IPV6 = "|".join([
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?"
 _PCHAR = r"(?:[A-Za-z0-9\-._\~!$\&'()*+,;=:@]|%[0-9A-Fa-f]{2})"
 _REG_NAME = r"(?:[A-Za-z0-9\-._\~!$\&'()*+,;=]|%[0-9A-Fa-f]{2})*"
+# RFC 3986 / 3987: hier-part (an authority without userinfo or IP literal, absolute, rootless or
+# empty path) and relative-ref (the same, whose first segment holds no ":"), over `pchar`;
+# then query and fragment. IRIs add the BMP's ucschar to the unreserved characters.
+_UCS = "\u00a0-\ud7ff\uf900-\ufdcf\ufdf0-\uffef"
+
+
+def _uri(pchar: str, reg_name: str, reference: bool) -> str:
+    no_colon = pchar.replace("=:@]", "=@]")  # (the class's ":")
+    after = rf"(?://{reg_name}(?::[0-9]*)?(?:/{pchar}*)*|/(?:{pchar}+(?:/{pchar}*)*)?|FIRST+(?:/{pchar}*)*)?"
+    rest = rf"(?:\?(?:{pchar}|[/?])*)?(?:#(?:{pchar}|[/?])*)?"
+    absolute = r"[A-Za-z][A-Za-z0-9+.\-]*:" + after.replace("FIRST", pchar) + rest
+    return rf"(?:{absolute}|{after.replace('FIRST', no_colon)}{rest})" if reference else absolute
+
+
+_IPCHAR = _PCHAR.replace("A-Za-z0-9", "A-Za-z0-9" + _UCS)
+_IREG_NAME = _REG_NAME.replace("A-Za-z0-9", "A-Za-z0-9" + _UCS)
+# RFC 6570 (levels 1-3 and level 4's modifiers): literals, and expressions {op var,var:3,list*}
+_TEMPLATE_LITERAL = r"(?:[!#$\&()*+,\-./0-9:;=?@A-Z\[\]_a-z\~]|%[0-9A-Fa-f]{2})"
+_VARCHAR = r"[A-Za-z0-9_]"  # (not pct-encoded: the uri_template checker refuses that in a name)
+_VARSPEC = rf"{_VARCHAR}(?:\.?{_VARCHAR})*(?::[1-9][0-9]{{0,2}}|\*)?"  # (prefixes up to 999: the checker's bound)
 # Each is a subset of what the usual checkers accept (jsonschema's format checker, RFC 3339,
 # RFC 3986, ipaddress): generation may be narrower than validation, never wider.
 FORMATS = {
@@ -69,7 +89,11 @@ FORMATS = {
     "hostname": rf"(?:{_LABEL}\.){{0,2}}[A-Za-z](?:[A-Za-z0-9\-]{{0,61}}[A-Za-z0-9])?",
     "ipv4": rf"(?:{_OCTET}\.){{3}}{_OCTET}",
     "ipv6": f"(?:{_IPV6})",
-    "uri": rf"[A-Za-z][A-Za-z0-9+.\-]*:(?://{_REG_NAME}(?::[0-9]*)?(?:/{_PCHAR}*)*|/(?:{_PCHAR}+(?:/{_PCHAR}*)*)?|{_PCHAR}+(?:/{_PCHAR}*)*)?(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?",
+    "uri": _uri(_PCHAR, _REG_NAME, reference=False),
+    "uri-reference": _uri(_PCHAR, _REG_NAME, reference=True),
+    "iri": _uri(_IPCHAR, _IREG_NAME, reference=False),
+    "iri-reference": _uri(_IPCHAR, _IREG_NAME, reference=True),
+    "uri-template": rf"(?:{_TEMPLATE_LITERAL}|\{{[+#./;?&]?{_VARSPEC}(?:,{_VARSPEC})*\}})*",
     "byte": r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?",
 }
 # formats of numbers (OpenAPI's): no constraint on a string

@@ -27,9 +27,11 @@ CHECKED = sorted(f for f in FORMATS if f in CHECKER.checkers)
 
 
 def test_the_usual_checkers_are_here():
-    # the formats whose checkers need no extra package, or jsonpointer/idna (installed with the suite)
+    # the formats whose checkers need no extra package, or those of jsonschema[format-nongpl]
+    # (installed with the suite: rfc3986-validator, rfc3987-syntax, uri-template, isoduration, fqdn)
     assert {"date", "time", "date-time", "email", "idn-email", "ipv4", "ipv6", "uuid", "regex", "json-pointer",
-            "relative-json-pointer", "idn-hostname"} <= set(CHECKED)
+            "relative-json-pointer", "idn-hostname", "uri", "uri-reference", "iri", "iri-reference", "uri-template",
+            "duration", "hostname"} <= set(CHECKED)
 
 
 @pytest.mark.parametrize("fmt", CHECKED)
@@ -52,6 +54,11 @@ NEAR_MISSES = [
     ("relative-json-pointer", ["01", "#", "/a", "709"], ["0", "1#", "2/a/b", "10"]),
     ("idn-hostname", ["ab--cd.com", "-a", "a-"], ["example.com", "a-b.c0"]),
     ("date", ["2023-02-29", "2023-13-01"], ["2024-02-29"]),
+    ("uri", ["example.com/a", "http://a b", "http://x/%zz", "http://example.com/resource/{"], ["http://a.b/c?d#e", "urn:isbn:0451450523"]),
+    ("uri-reference", ["a b", "%zz", "http://example.com/resource/{", "\\a"], ["", "/a/b?x#y", "../c", "http://x.com", "#frag"]),
+    ("iri", ["not-an-iri", "http://a b", "/relative"], ["http://例え.jp/パス", "https://a.b/ç?x=é"]),
+    ("iri-reference", ["a b", "x<y"], ["/パス", "", "http://例え.jp"]),
+    ("uri-template", ["{", "{a b}", "x}", "{a:0}"], ["/users/{id}", "{+path}/x{?q,lang}", "", "{x:3}{y*}"]),
 ]
 
 
@@ -62,10 +69,10 @@ def test_near_misses_refused_on_both_backends(fmt, bad, good, backend):
     compiled = compile_json_schema(schema, BYTES, backend=backend)
     for value in bad:
         assert not CHECKER.conforms(value, fmt), value
-        assert not _walk(compiled, schema, json.dumps(value)), f"{backend}: {fmt} admitted {value!r}"
+        assert not _walk(compiled, schema, json.dumps(value, ensure_ascii=False)), f"{backend}: {fmt} admitted {value!r}"
     for value in good:
         assert CHECKER.conforms(value, fmt), value
-        assert _walk(compiled, schema, json.dumps(value)), f"{backend}: {fmt} refused {value!r}"
+        assert _walk(compiled, schema, json.dumps(value, ensure_ascii=False)), f"{backend}: {fmt} refused {value!r}"
 
 
 @pytest.mark.parametrize("schema,good,bad", [

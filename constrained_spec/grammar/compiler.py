@@ -343,21 +343,25 @@ def _llguidance_or_native(
         return native()
     from .json_key_order import any_order
     from .llguidance_backend import compile_llguidance
-    from .llguidance_schema import llguidance_schema
+    from .llguidance_schema import RewriteTooLarge, llguidance_schema
 
     ignored: dict[str, str] = {}
     narrowed: dict[str, str] = {}
-    rewritten: list[Any] = []  # what llguidance_schema gave, per call
+    rewritten: list[Any] = []  # what llguidance_schema gave, per call (None: no rewrite)
+    gave_up: list[bool] = []  # a rewrite was cut off (too deep or too large): a second one would be too
 
     def on_llguidance(exact_unique: bool) -> CompiledGrammar | None:
         """The rewritten schema compiled by llguidance, None where it cannot take it (on the
         second try, also where the rewrite is the one llguidance refused already)."""
         unique_items: list[str] = []
+        if gave_up:
+            return None
         with deep_recursion():
             try:
                 spec = llguidance_schema(schema, closed_objects, ignored, narrowed, exact_unique=exact_unique, unique_items=unique_items)
-            except RecursionError:  # a rewrite nested past the stack (negations through a cycle): ours decides
-                log.info("the schema's rewrite for llguidance nests too deep")
+            except (RecursionError, RewriteTooLarge) as exc:  # negations through a cycle, rewritten again: ours decides
+                log.info("the schema's rewrite for llguidance was cut off (%s)", str(exc)[:100] or type(exc).__name__)
+                gave_up.append(True)
                 spec = None
             rewritten.append(spec)
             if spec is None or (len(rewritten) > 1 and spec == rewritten[0]):

@@ -699,6 +699,38 @@ def test_a_rewrite_nested_past_the_stack_leaves_the_schema_to_our_compiler(monke
         compile_json_schema({"type": "string", "maxLength": 512}, BYTES)
 
 
+def test_a_rewrite_past_its_node_budget_is_cut_off_once(monkeypatch):
+    """An overlapping oneOf of open objects through a cycle: each "branch i and no other" holds
+    the negated cycle, which the rewrite meets again (a GitHub schema of five query kinds visited
+    876,000 nodes in 90 s). Past MAX_REWRITE_NODES the rewrite stops, once (not again for the
+    second try), and our compiler decides: here it refuses the schema."""
+    import constrained_spec.grammar.llguidance_schema as rewrite_module
+
+    queries = [{"$ref": f"#/definitions/{k}"} for k in ("pattern", "code", "not", "and")]
+    schema = {"$ref": "#/definitions/query", "definitions": {
+        "query": {"oneOf": queries},
+        "pattern": {"type": "object", "properties": {"pattern": {"type": "object"}}, "required": ["pattern"]},
+        "code": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
+        "not": {"type": "object", "properties": {"not": {"oneOf": queries}}, "required": ["not"]},
+        "and": {"type": "object", "properties": {"and": {"type": "array", "items": {"oneOf": queries}}}, "required": ["and"]}}}
+    with pytest.raises(rewrite_module.RewriteTooLarge):
+        with monkeypatch.context() as patch:
+            patch.setattr(rewrite_module, "MAX_REWRITE_NODES", 200)
+            llguidance_schema(schema, closed_objects=False)
+    calls = []
+    real = rewrite_module.llguidance_schema
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(rewrite_module, "llguidance_schema", counted)
+    monkeypatch.setattr(rewrite_module, "MAX_REWRITE_NODES", 200)
+    with pytest.raises(GrammarError, match="nested too deeply|oneOf at /definitions/query/oneOf"):
+        compile_json_schema(schema, BYTES)
+    assert len(calls) == 1
+
+
 def test_conditions_on_single_value_enums_are_discriminated_too():
     """`enum: [c]` is `const: c`: jfrog-pipelines writes its 28 step kinds so, and as 2^28
     separate conditions its schema took over 300 s to compile (25 s as one choice)."""

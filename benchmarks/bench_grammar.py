@@ -6,6 +6,7 @@
     python benchmarks/bench_grammar.py --table ours.json peers.json                     # one table from saved rows
     python benchmarks/bench_grammar.py --smoke          # one schema, ours only, 8 tokens (used by the tests)
     python benchmarks/bench_grammar.py --file-order schemastore/   # SchemaStore's fixtures in their own key order
+    python benchmarks/bench_grammar.py --maskbench jsonschemabench/maskbench/data --stride 10   # JSONSchemaBench's schemas and tests
 
 Corpus: benchmarks/schema_corpus/ (see its MANIFEST.tsv: 150 SchemaStore schemas with their test
 fixtures as valid instances and negative fixtures + mutations as invalid ones, and 15 of our own
@@ -49,6 +50,23 @@ SMOKE_SCHEMA = "own-fc-get-weather.json"
 def load_corpus(limit: int | None = None, stride: int = 1) -> list[tuple[str, dict]]:
     files = sorted(CORPUS.glob("*.json"))[::stride][:limit]
     return [(f.name, json.loads(f.read_text())) for f in files]
+
+
+def load_maskbench(folder: Path, limit: int | None = None, stride: int = 1) -> list[tuple[str, dict]]:
+    """JSONSchemaBench's mask benchmark data (github.com/guidance-ai/jsonschemabench,
+    maskbench/data/*.json: a schema and its tests, each `{"data", "valid"}`): the schemas that
+    have tests, every K-th, as corpus entries; each test written compact, keys in its file's order."""
+    entries = []
+    for path in sorted(folder.glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            continue
+        tests = (data.get("tests") or []) if isinstance(data, dict) else []
+        if tests and "schema" in data:
+            instances = [{"valid": bool(t["valid"]), "text": json.dumps(t["data"], separators=(",", ":"), ensure_ascii=False)} for t in tests]
+            entries.append((path.name, {"schema": data["schema"], "instances": instances}))
+    return entries[::stride][:limit]
 
 
 def in_file_order(corpus: list[tuple[str, dict]], checkout: Path) -> int:
@@ -309,6 +327,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--failures", action="store_true", help="progress per schema; list every schema an engine did not compile or got wrong")
     parser.add_argument("--file-order", type=Path, default=None, metavar="CHECKOUT",
                         help="a SchemaStore checkout: valid fixtures with their keys in their files' order")
+    parser.add_argument("--maskbench", type=Path, default=None, metavar="DATA",
+                        help="instead of our corpus: JSONSchemaBench's maskbench/data folder (schemas with valid and invalid tests)")
     args = parser.parse_args(argv)
     if (args.limit is not None and args.limit < 1) or args.stride < 1:
         parser.error("--limit and --stride must be at least 1")
@@ -328,7 +348,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
         corpus = [(SMOKE_SCHEMA, json.loads((CORPUS / SMOKE_SCHEMA).read_text()))]
         engines = [Ours("default", vocab)]
     else:
-        corpus = load_corpus(args.limit, args.stride)
+        if args.maskbench is not None and not args.maskbench.is_dir():
+            parser.error(f"--maskbench: {args.maskbench} is not a folder (a checkout's maskbench/data)")
+        corpus = load_maskbench(args.maskbench, args.limit, args.stride) if args.maskbench else load_corpus(args.limit, args.stride)
         if args.file_order is not None:
             if not (args.file_order / "src" / "test").is_dir():
                 parser.error(f"--file-order: {args.file_order} holds no src/test/ (a SchemaStore checkout)")

@@ -358,7 +358,8 @@ def _llguidance_or_native(
             return None
         with deep_recursion():
             try:
-                spec = llguidance_schema(schema, closed_objects, ignored, narrowed, exact_unique=exact_unique, unique_items=unique_items)
+                spec = llguidance_schema(schema, closed_objects, ignored, narrowed, exact_unique=exact_unique, unique_items=unique_items,
+                                         vocab=vocab)
             except (RecursionError, RewriteTooLarge) as exc:  # negations through a cycle, rewritten again: ours decides
                 log.info("the schema's rewrite for llguidance was cut off (%s)", str(exc)[:100] or type(exc).__name__)
                 gave_up.append(True)

@@ -121,6 +121,8 @@ class LLGuidanceMatcher:
         if bitmask is checked[0] and shape == checked[1] and 0 <= row < shape[0] and not self._eos and not self._inner.is_stopped():
             # the common case, kept short (a mask costs a few us): the bitmask checked before
             self._inner.unsafe_compute_mask_ptr(bitmask.data_ptr() + row * checked[2] * 4, shape[1] * 4)
+            if self._inner.is_error():
+                self._failed()
             return
         width = bitmask_width(self.vocab_size)
         if bitmask is not checked[0] or shape != checked[1]:  # callers reuse one bitmask: its layout is checked once
@@ -147,6 +149,15 @@ class LLGuidanceMatcher:
         # what llguidance.torch.fill_next_token_bitmask does, without importing that module:
         # its @torch.compile decorator costs ~2 s at first use (the first mask of a process)
         self._inner.unsafe_compute_mask_ptr(bitmask.data_ptr() + row * checked[2] * 4, width * 4)
+        if self._inner.is_error():
+            self._failed()
+
+    def _failed(self) -> None:
+        """llguidance failed while computing a mask and left only EOS set (a stop mid-value, an
+        invalid output if sampled): raised instead. Seen: a pattern whose derivatives under a
+        long maxLength exceed llguidance's lexer budget ("too many expressions constructed")."""
+        raise GrammarError(f"llguidance could not compute the mask at output position {self._num_tokens}: "
+                           f"{self._inner.get_error().splitlines()[0][:300]}")
 
     def accept_token(self, token_id: int) -> None:
         token_id = int(token_id)

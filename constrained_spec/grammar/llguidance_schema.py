@@ -17,6 +17,7 @@ import itertools
 import json
 import math
 import re
+from functools import lru_cache
 from typing import Any, Callable
 
 from .json_key_sets import pattern_keys
@@ -334,7 +335,7 @@ class RewriteTooLarge(GrammarError):
 
 def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str] | None = None,
                       narrowed: dict[str, str] | None = None, exact_unique: bool = True,
-                      unique_items: list[str] | None = None) -> Any | None:
+                      unique_items: list[str] | None = None, vocab: Any = None) -> Any | None:
     """`schema` as the default backend hands it to llguidance, or None where our compiler must
     take it. Changed: formats become our patterns (next to a pattern of the schema's own, in an
     allOf: both hold), formats neither engine knows are left out; with closed_objects, every
@@ -351,8 +352,9 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
     is left out and its JSON pointer appended to `unique_items`, for the caller to enforce it
     exactly (unique_items.py); without that list it becomes maxItems 1 (one item is always
     unique: our compiler's narrowing, listed in `narrowed`). Over a small finite item domain
-    (exact_unique) and under a negation it is left to our compiler. Raises RewriteTooLarge past
-    MAX_REWRITE_NODES visited nodes."""
+    (exact_unique) and under a negation it is left to our compiler. A pattern under a maxLength
+    over PROBED_LENGTH that llguidance's lexer cannot take with `vocab` (given) gets that bound,
+    listed in `narrowed`. Raises RewriteTooLarge past MAX_REWRITE_NODES visited nodes."""
     if isinstance(schema, bool):
         return schema
     from .json_schema import _Translator  # noqa: PLC0415 (the rewrite asks the compiler's own checks)
@@ -724,6 +726,16 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
             out["allOf"] = [*out.get("allOf", []), *({"pattern": p} for p in split[1:])]
         elif isinstance(out.get("pattern"), str):
             out["pattern"] = _without_lookarounds(out["pattern"])
+        high, low = out.get("maxLength"), out.get("minLength", 0)
+        if (vocab is not None and isinstance(out.get("pattern"), str) and isinstance(high, int) and high > PROBED_LENGTH
+                and isinstance(low, int)):
+            if not _bounded_pattern_fits(out["pattern"], low, high, vocab):  # llguidance would fail mid-string
+                if negated or low > PROBED_LENGTH or not _bounded_pattern_fits(out["pattern"], low, PROBED_LENGTH, vocab):
+                    unsafe = True  # (narrower under a negation is wider): our compiler decides
+                else:
+                    out["maxLength"] = PROBED_LENGTH
+                    if narrowed is not None:
+                        narrowed.setdefault(pointer(path, "maxLength"), f"at most {PROBED_LENGTH} characters beside this pattern")
         if isinstance(out.get("patternProperties"), dict):  # a key's pattern is one regex: no allOf there
             patterns: dict[str, Any] = {}
             for key, sub in out["patternProperties"].items():
@@ -740,6 +752,32 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
     if merged_defs and isinstance(rewritten, dict):
         rewritten["$defs"] = {**rewritten.get("$defs", {}), **merged_defs}
     return None if unsafe else rewritten
+
+
+PROBED_LENGTH = 256  # a pattern under a longer maxLength is probed first (_bounded_pattern_fits)
+
+
+@lru_cache(maxsize=1024)
+def _bounded_pattern_fits(pattern: str, low: int, high: int, vocab: Any) -> bool:
+    """Whether llguidance's lexer enters a string of `pattern` within these length bounds.
+    It intersects the two by derivatives, and a pattern of many states under a long bound
+    (`^(?:\\S+\\s+){0,99}\\S+$` with maxLength 5000) exceeds its budget at the first mask inside
+    the value (the vocabulary's long tokens take it deep), leaving only EOS in the mask. Probed
+    with `vocab`: the opening quote, one mask."""
+    import llguidance
+
+    from .llguidance_backend import _ll_tokenizer
+
+    try:
+        grammar = llguidance.LLMatcher.grammar_from_json_schema({"type": "string", "pattern": pattern, "minLength": low, "maxLength": high})
+    except (ValueError, TypeError):
+        return True  # refused as written: the whole schema's compile says so
+    matcher = llguidance.LLMatcher(_ll_tokenizer(vocab), grammar, log_level=0)
+    quote = vocab.token_bytes.index(b'"') if b'"' in vocab.token_bytes else None
+    if matcher.is_error() or quote is None or not matcher.consume_token(quote):
+        return True
+    matcher.compute_bitmask()
+    return not matcher.is_error()
 
 
 _TYPE_ONLY = {  # keywords that constrain values of one JSON type only

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -39,3 +40,21 @@ def test_file_order_keeps_values_and_takes_the_files_key_order(tmp_path):
     corpus = [("demo.json", {"instances": instances})]
     assert module.in_file_order(corpus, tmp_path) == 2
     assert [i["text"] for i in instances] == ['{"b":1,"a":["x",{"d":2,"c":3}]}', '{"a":"x","b":1}', '{"b":1,"a":"t"}', '{"a":"t"}']
+
+
+def test_maskbench_data_becomes_corpus_entries(tmp_path):
+    path = Path(__file__).parent.parent.parent / "benchmarks" / "bench_grammar.py"
+    spec = importlib.util.spec_from_file_location("bench_grammar", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    schema = {"type": "object", "properties": {"b": {"type": "integer"}, "a": {"type": "string"}}}
+    (tmp_path / "x_1.json").write_text('{"schema": {"type": "object"}, "tests": [{"data": {"b": 1, "a": "é"}, "valid": true}, {"data": 3, "valid": false}]}')
+    (tmp_path / "x_2.json").write_text(json.dumps({"schema": schema, "tests": []}))  # no tests: left out
+    (tmp_path / "x_3.json").write_text(json.dumps({"schema": schema, "tests": [{"data": {"a": "s"}, "valid": True}]}))
+    (tmp_path / "x_4.json").write_text("not json")
+    corpus = module.load_maskbench(tmp_path)
+    assert [name for name, _ in corpus] == ["x_1.json", "x_3.json"]
+    assert corpus[0][1]["schema"] == {"type": "object"}
+    assert corpus[0][1]["instances"] == [{"valid": True, "text": '{"b":1,"a":"é"}'}, {"valid": False, "text": "3"}]
+    assert [name for name, _ in module.load_maskbench(tmp_path, stride=2)] == ["x_1.json"]
+    assert [name for name, _ in module.load_maskbench(tmp_path, limit=1)] == ["x_1.json"]

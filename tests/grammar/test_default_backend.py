@@ -731,6 +731,52 @@ def test_a_rewrite_past_its_node_budget_is_cut_off_once(monkeypatch):
     assert len(calls) == 1
 
 
+_WORDS = "^$|(^(?:\\S+\\s+){0,99}\\S+$)"  # up to 100 words (a GitHub schema's question/answer fields)
+
+
+def test_a_pattern_llguidance_cannot_lex_under_a_long_bound_fails_loudly_or_is_narrowed(smollm2_vocab, smollm2_tokenizer):
+    """Under maxLength 5000, llguidance's lexer runs out of derivatives at the first mask inside
+    the value ("too many expressions constructed") and leaves only EOS set: sampled, an output
+    cut off mid-string. The matcher raises that instead, and the default backend probes such a
+    pair at compile time and writes it with maxLength 256 (narrower: listed as narrowed)."""
+    from constrained_spec.bitmask import new_bitmask
+    from constrained_spec.grammar.llguidance_backend import compile_llguidance
+
+    schema = {"type": "object", "properties": {"q": {"type": "string", "minLength": 1, "maxLength": 5000, "pattern": _WORDS}},
+              "required": ["q"], "additionalProperties": False}
+    opening = smollm2_tokenizer.encode('{"q":"', add_special_tokens=False)
+    mask = new_bitmask(1, smollm2_vocab.size)
+    as_written = compile_llguidance("json_schema", schema, smollm2_vocab).matcher()
+    for token in opening:
+        as_written.accept_token(token)
+    with pytest.raises(GrammarError, match="could not compute the mask at output position 3: lexer error"):
+        as_written.fill_bitmask(mask)
+    narrowed: dict[str, str] = {}
+    assert llguidance_schema(schema, False, narrowed=narrowed, vocab=smollm2_vocab)["properties"]["q"]["maxLength"] == 256
+    assert "/properties/q/maxLength" in narrowed
+    assert llguidance_schema(schema, False)["properties"]["q"]["maxLength"] == 5000  # no vocabulary, no probe
+    simple = {"type": "string", "pattern": "^[a-z]+(?:-[a-z]+)*$", "maxLength": 5000}  # lexed fine: left as written
+    assert llguidance_schema(simple, False, vocab=smollm2_vocab)["maxLength"] == 5000
+    compiled = compile_json_schema(schema, smollm2_vocab)
+    for value in ["What is the meaning of life?", "a", "two  words", " lead", "x" * 300]:
+        text = json.dumps({"q": value}, separators=(",", ":"))
+        ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
+        expected = _valid(schema, text) and len(value) <= 256
+        assert _walk_ids(compiled, ids, smollm2_vocab) == expected, value
+
+
+def _walk_ids(compiled, ids, vocab) -> bool:
+    from constrained_spec.bitmask import new_bitmask
+
+    matcher, mask = compiled.matcher(), new_bitmask(1, vocab.size)
+    for token in [*ids, vocab.eos_token_id]:
+        matcher.fill_bitmask(mask)
+        if not (int(mask[0, token // 32]) >> (token % 32)) & 1:
+            return False
+        matcher.accept_token(token)
+    return True
+
+
 def test_conditions_on_single_value_enums_are_discriminated_too():
     """`enum: [c]` is `const: c`: jfrog-pipelines writes its 28 step kinds so, and as 2^28
     separate conditions its schema took over 300 s to compile (25 s as one choice)."""

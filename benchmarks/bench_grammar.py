@@ -154,15 +154,20 @@ class Ours:
         return "regex" if isinstance(compiled, CompiledRegex) else "Lark" if isinstance(compiled, LarkGrammar) else "llguidance"
 
     def walk(self, compiled: Any, ids: list[int]) -> tuple[bool, list[float]]:
+        from constrained_spec.grammar import GrammarError
+
         matcher, times = compiled.matcher(), []
-        for token in ids:
-            start = time.perf_counter()
+        try:
+            for token in ids:
+                start = time.perf_counter()
+                matcher.fill_bitmask(self.mask)
+                times.append(time.perf_counter() - start)
+                if not _bit(self.mask, token):
+                    return False, times
+                matcher.accept_token(token)
             matcher.fill_bitmask(self.mask)
-            times.append(time.perf_counter() - start)
-            if not _bit(self.mask, token):
-                return False, times
-            matcher.accept_token(token)
-        matcher.fill_bitmask(self.mask)
+        except GrammarError:  # a mask the engine could not compute (raised, not a silent EOS): not accepted
+            return False, times
         return _bit(self.mask, self.vocab.eos_token_id), times
 
 

@@ -147,13 +147,15 @@ def _terminal_too_large(exc: GrammarError) -> bool:
     return message.startswith("terminal ") or message.startswith("lexer automaton over ")
 
 
-def _lark_text(grammar: Grammar, split_above: int | None) -> str | None:
-    """The grammar's Lark text (None where it cannot be written: lark_of_ir then says why)."""
+def _lark_text(grammar: Grammar, split_above: int | None) -> str | GrammarError:
+    """The grammar's Lark text, or the error that says why it cannot be written."""
     try:
         with deep_recursion():
             return grammar.to_lark(split_above=split_above)
-    except (GrammarError, RecursionError):
-        return None
+    except GrammarError as exc:
+        return exc
+    except RecursionError:
+        return GrammarError("the grammar is nested too deeply to compile")
 
 
 def _recursive_on_lark(grammar: Grammar, vocab: Vocabulary) -> CompiledGrammar:
@@ -166,6 +168,9 @@ def _recursive_on_lark(grammar: Grammar, vocab: Vocabulary) -> CompiledGrammar:
     reduce/reduce conflict, libman's takes twice as long). A writing refused for its size, or a
     split one refused for any reason, leaves the other to try."""
     whole, split = _lark_text(grammar, None), _lark_text(grammar, TERMINAL_MAX_CHARS)
+    if isinstance(whole, GrammarError) and isinstance(split, GrammarError):
+        raise whole  # neither can be written (writing them again would only say so again: helm-testsuite, 2 x 4 s)
+    whole, split = (None if isinstance(text, GrammarError) else text for text in (whole, split))
     length = lambda text: math.inf if text is None else len(text)  # noqa: E731
     if not length(split) <= SPLIT_FIRST_SHARE * length(whole):
         try:

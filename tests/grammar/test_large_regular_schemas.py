@@ -134,3 +134,21 @@ def test_a_recursive_grammar_the_split_does_not_shrink_is_written_whole_first(mo
     compiled = compile_json_schema(schema, BYTES, backend="native")
     assert tried == [None] and isinstance(engine_of(compiled), LarkGrammar)
     assert _walk(compiled, schema, '{"name":"a","kids":[{"kids":[]}]}') and not _walk(compiled, schema, '{"kids":{}}')
+
+
+def test_a_recursive_grammar_neither_writing_fits_is_refused_without_writing_it_again(monkeypatch):
+    """Both writings over Lark's alternatives limit: the whole writing's error, at once (each
+    writing of SchemaStore's helm-testsuite took ~4 s, and lark_of_ir wrote both again)."""
+    from constrained_spec.grammar import json_ir
+
+    schema = _recursive_with_shared_definition(4)
+    tried = _writings_tried(monkeypatch)
+    monkeypatch.setattr(json_ir, "MAX_LARK_TOTAL_ALTERNATIVES", 3)
+    grammar = schema_to_grammar(schema)
+    with pytest.raises(GrammarTooLarge) as expected:
+        grammar.to_lark()
+    with pytest.raises(GrammarTooLarge) as split:
+        grammar.to_lark(split_above=compiler.TERMINAL_MAX_CHARS)
+    with pytest.raises(GrammarTooLarge) as refused:
+        compile_json_schema(schema, BYTES, backend="native")
+    assert str(refused.value) == str(expected.value) and tried == []

@@ -405,6 +405,24 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
             narrowed.setdefault(at(path), "a negation's ways through an array item (`contains`) left out")
         return narrower
 
+    def arrays_apart(option: Any, other: Any) -> dict | None:
+        """Where `option` and `other` are arrays only, of items proven apart, they share at most
+        `[]`: "option and not other" is option itself where `other` needs an item (minItems),
+        option's non-empty arrays where `other` admits `[]`; None where that is not known.
+        (GeoJSON's coordinates, numbers or arrays of numbers: "not other" by its ways to fail
+        needs `contains`, which llguidance lacks, and both branches were narrowed to nothing.)"""
+        a, b = checks.deref(option), checks.deref(other)
+        if not (isinstance(a, dict) and isinstance(b, dict)) or set(b) - _QUIET - {"type", "items", "minItems", "maxItems", "uniqueItems"}:
+            return None
+        items_a, items_b = checks.deref(a.get("items", True)), checks.deref(b.get("items", True))
+        try:
+            apart = (checks.kinds(a) == {"array"} and checks.kinds(b) == {"array"} and isinstance(a.get("items"), dict)
+                     and "prefixItems" not in a and isinstance(items_a, dict) and isinstance(items_b, dict) and checks.apart(items_a, items_b))
+        except (GrammarError, RecursionError):
+            return None
+        least = b.get("minItems", 0)
+        return None if not apart or not isinstance(least, int) else {} if least >= 1 else {"minItems": 1}
+
     def exclusive(options: list, siblings: dict, narrowing: bool, path: str) -> list | None:
         """Overlapping oneOf branches as disjoint ones: B_i and not B_j for every j != i that
         may meet B_i (a pair proven apart needs no negation: one overlapping pair of five
@@ -415,11 +433,12 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         for i, option in enumerate(options):
             context = checks.deref(option) if isinstance(option, dict) else {}
             context = {**({"type": siblings["type"]} if "type" in siblings else {}), **(context if isinstance(context, dict) else {})}
-            others = [negation(other, context, narrowing, pointer(path, "oneOf", j), partial=True)
+            others = [arrays_apart(option, other) for other in options]
+            others = [negation(other, context, narrowing, pointer(path, "oneOf", j), partial=True) if others[j] is None else others[j]
                       for j, other in enumerate(options) if j != i and not disjoint([option, other], siblings)]
             if any(o is None for o in others):
                 return None
-            branches.append({"allOf": [option, *others]})
+            branches.append({"allOf": [option, *(o for o in others if o != {})]})
         return branches
 
     inlining: set[str] = set()

@@ -31,6 +31,7 @@ from .negative_literals import leading_lookaheads, literals_complement
 from .json_shapes import schema_children
 from .regular import lookaround_free
 from .protocol import GrammarError
+from .vocabulary import Vocabulary
 
 __all__ = ["llguidance_schema", "escapes_held_out", "without_unknown_metaschemas", "NEGATION_NARROWED", "WIDE_NUMBER"]
 
@@ -318,11 +319,7 @@ _OBJECT_KEYWORDS = {"type", "properties", "required", "additionalProperties", "p
                     "propertyNames", "minProperties", "maxProperties", "enum", "const"}
 
 
-# Formats go to llguidance as our patterns (json_terminals.FORMAT_PATTERNS), each a subset of
-# what format checkers accept: llguidance's own date/time admit 2023-02-29 and 23:59:60, which
-# checkers refuse, and it refuses formats it does not know (byte, regex, json-pointer, ...).
-# A format neither knows constrains nothing (as for our compiler) and is left out.
-# schema nodes one rewrite may visit: the largest real schemas take up to 23,000 (SchemaStore's
+# Schema nodes one rewrite may visit: the largest real schemas take up to 23,000 (SchemaStore's
 # yippee-ki, vega, vector, jfrog-pipelines: under 0.5 s); an overlapping oneOf of open objects
 # through a cycle took 876,000 in 90 s (each "branch i and no other" holds the negated cycle,
 # rewritten again). Past this the caller leaves the schema to our compiler.
@@ -333,9 +330,13 @@ class RewriteTooLarge(GrammarError):
     """The rewrite for llguidance visited more than MAX_REWRITE_NODES schema nodes."""
 
 
+# Formats go to llguidance as our patterns (json_terminals.FORMAT_PATTERNS), each a subset of
+# what format checkers accept: llguidance's own date/time admit 2023-02-29 and 23:59:60, which
+# checkers refuse, and it refuses formats it does not know (byte, regex, json-pointer, ...).
+# A format neither knows constrains nothing (as for our compiler) and is left out.
 def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str] | None = None,
                       narrowed: dict[str, str] | None = None, exact_unique: bool = True,
-                      unique_items: list[str] | None = None, vocab: Any = None) -> Any | None:
+                      unique_items: list[str] | None = None, vocab: Vocabulary | None = None) -> Any | None:
     """`schema` as the default backend hands it to llguidance, or None where our compiler must
     take it. Changed: formats become our patterns (next to a pattern of the schema's own, in an
     allOf: both hold), formats neither engine knows are left out; with closed_objects, every
@@ -433,9 +434,12 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         for i, option in enumerate(options):
             context = checks.deref(option) if isinstance(option, dict) else {}
             context = {**({"type": siblings["type"]} if "type" in siblings else {}), **(context if isinstance(context, dict) else {})}
-            others = [arrays_apart(option, other) for other in options]
-            others = [negation(other, context, narrowing, pointer(path, "oneOf", j), partial=True) if others[j] is None else others[j]
-                      for j, other in enumerate(options) if j != i and not disjoint([option, other], siblings)]
+            others = []  # "and not B_j", for each j whose branch may meet this one
+            for j, other in enumerate(options):
+                if j == i or disjoint([option, other], siblings):
+                    continue
+                apart = arrays_apart(option, other)
+                others.append(apart if apart is not None else negation(other, context, narrowing, pointer(path, "oneOf", j), partial=True))
             if any(o is None for o in others):
                 return None
             branches.append({"allOf": [option, *(o for o in others if o != {})]})
@@ -777,7 +781,7 @@ PROBED_LENGTH = 256  # a pattern under a longer maxLength is probed first (_boun
 
 
 @lru_cache(maxsize=1024)
-def _bounded_pattern_fits(pattern: str, low: int, high: int, vocab: Any) -> bool:
+def _bounded_pattern_fits(pattern: str, low: int, high: int, vocab: Vocabulary) -> bool:
     """Whether llguidance's lexer enters a string of `pattern` within these length bounds.
     It intersects the two by derivatives, and a pattern of many states under a long bound
     (`^(?:\\S+\\s+){0,99}\\S+$` with maxLength 5000) exceeds its budget at the first mask inside

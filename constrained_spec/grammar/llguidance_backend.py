@@ -71,6 +71,27 @@ def _ll_tokenizer(vocab: Vocabulary) -> Any:
     return llguidance.LLTokenizer(_GreedyTokenizer(vocab), n_vocab=vocab.size)
 
 
+@lru_cache(maxsize=1024)
+def bounded_pattern_lexes(pattern: str, low: int, high: int, vocab: Vocabulary) -> bool:
+    """Whether llguidance's lexer enters a string of `pattern` within these length bounds.
+    It intersects the two by derivatives, and a pattern of many states under a long bound
+    (`^(?:\\S+\\s+){0,99}\\S+$` with maxLength 5000) exceeds its budget at the first mask inside
+    the value (the vocabulary's long tokens take it deep), leaving only EOS in the mask. Probed
+    with `vocab`: the opening quote, one mask."""
+    import llguidance
+
+    try:
+        grammar = llguidance.LLMatcher.grammar_from_json_schema({"type": "string", "pattern": pattern, "minLength": low, "maxLength": high})
+    except (ValueError, TypeError):
+        return True  # refused as written: the whole schema's compile says so
+    matcher = llguidance.LLMatcher(_ll_tokenizer(vocab), grammar, log_level=0)
+    quote = vocab.token_bytes.index(b'"') if b'"' in vocab.token_bytes else None
+    if matcher.is_error() or quote is None or not matcher.consume_token(quote):
+        return True
+    matcher.compute_bitmask()
+    return not matcher.is_error()
+
+
 class LLGuidanceGrammar:
     """An immutable llguidance grammar (its JSON form) for one vocabulary."""
 

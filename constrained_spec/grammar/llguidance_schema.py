@@ -17,7 +17,6 @@ import itertools
 import json
 import math
 import re
-from functools import lru_cache
 from typing import Any, Callable
 
 from .json_key_sets import pattern_keys
@@ -361,7 +360,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
     from .json_schema import _Translator  # noqa: PLC0415 (the rewrite asks the compiler's own checks)
 
     unsafe = False
-    visits = [0]  # rewrite calls so far (MAX_REWRITE_NODES)
+    visits = 0  # rewrite calls so far (MAX_REWRITE_NODES)
     known = VALIDATION | STRUCTURAL | ANNOTATIONS
     checks = _Translator(schema, "compact")
 
@@ -597,9 +596,9 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
     def rewrite(node: Any, path: str, negated: bool, keep_open: bool = False) -> Any:
         """keep_open: `node` is a part of an object closed where its parts merge (an allOf
         member, an anyOf branch): the keys it may hold were counted there."""
-        nonlocal unsafe
-        visits[0] += 1
-        if visits[0] > MAX_REWRITE_NODES:
+        nonlocal unsafe, visits
+        visits += 1
+        if visits > MAX_REWRITE_NODES:
             raise RewriteTooLarge(f"the rewrite for llguidance visited more than {MAX_REWRITE_NODES:,} schema nodes")
         if not isinstance(node, dict):
             return node
@@ -752,8 +751,10 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         high, low = out.get("maxLength"), out.get("minLength", 0)
         if (vocab is not None and isinstance(out.get("pattern"), str) and isinstance(high, int) and high > PROBED_LENGTH
                 and isinstance(low, int)):
-            if not _bounded_pattern_fits(out["pattern"], low, high, vocab):  # llguidance would fail mid-string
-                if negated or low > PROBED_LENGTH or not _bounded_pattern_fits(out["pattern"], low, PROBED_LENGTH, vocab):
+            from .llguidance_backend import bounded_pattern_lexes  # noqa: PLC0415 (it imports this module)
+
+            if not bounded_pattern_lexes(out["pattern"], low, high, vocab):  # llguidance would fail mid-string
+                if negated or low > PROBED_LENGTH or not bounded_pattern_lexes(out["pattern"], low, PROBED_LENGTH, vocab):
                     unsafe = True  # (narrower under a negation is wider): our compiler decides
                 else:
                     out["maxLength"] = PROBED_LENGTH
@@ -777,30 +778,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
     return None if unsafe else rewritten
 
 
-PROBED_LENGTH = 256  # a pattern under a longer maxLength is probed first (_bounded_pattern_fits)
-
-
-@lru_cache(maxsize=1024)
-def _bounded_pattern_fits(pattern: str, low: int, high: int, vocab: Vocabulary) -> bool:
-    """Whether llguidance's lexer enters a string of `pattern` within these length bounds.
-    It intersects the two by derivatives, and a pattern of many states under a long bound
-    (`^(?:\\S+\\s+){0,99}\\S+$` with maxLength 5000) exceeds its budget at the first mask inside
-    the value (the vocabulary's long tokens take it deep), leaving only EOS in the mask. Probed
-    with `vocab`: the opening quote, one mask."""
-    import llguidance
-
-    from .llguidance_backend import _ll_tokenizer
-
-    try:
-        grammar = llguidance.LLMatcher.grammar_from_json_schema({"type": "string", "pattern": pattern, "minLength": low, "maxLength": high})
-    except (ValueError, TypeError):
-        return True  # refused as written: the whole schema's compile says so
-    matcher = llguidance.LLMatcher(_ll_tokenizer(vocab), grammar, log_level=0)
-    quote = vocab.token_bytes.index(b'"') if b'"' in vocab.token_bytes else None
-    if matcher.is_error() or quote is None or not matcher.consume_token(quote):
-        return True
-    matcher.compute_bitmask()
-    return not matcher.is_error()
+PROBED_LENGTH = 256  # a pattern under a longer maxLength is probed first (llguidance_backend.bounded_pattern_lexes)
 
 
 _TYPE_ONLY = {  # keywords that constrain values of one JSON type only

@@ -9,12 +9,18 @@ from pathlib import Path
 import pytest
 
 
-@pytest.mark.model
-def test_bench_grammar_smoke(capsys):
+def _bench_grammar():
+    """benchmarks/bench_grammar.py as a module (benchmarks/ is not a package)."""
     path = Path(__file__).parent.parent.parent / "benchmarks" / "bench_grammar.py"
     spec = importlib.util.spec_from_file_location("bench_grammar", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.model
+def test_bench_grammar_smoke(capsys):
+    module = _bench_grammar()
     rows = module.main(["--smoke"])
     assert rows and rows[0]["backend"] == "ours (default)" and rows[0]["compiled"] == 1
     assert rows[0]["p50_ms"] > 0 and rows[0]["p99_ms"] >= rows[0]["p50_ms"]
@@ -22,10 +28,7 @@ def test_bench_grammar_smoke(capsys):
 
 
 def test_file_order_keeps_values_and_takes_the_files_key_order(tmp_path):
-    path = Path(__file__).parent.parent.parent / "benchmarks" / "bench_grammar.py"
-    spec = importlib.util.spec_from_file_location("bench_grammar", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _bench_grammar()
     folder = tmp_path / "src" / "test" / "demo"
     folder.mkdir(parents=True)
     (folder / "a.yaml").write_text("b: 1\na: [x, {d: 2, c: 3}]\n")
@@ -43,10 +46,7 @@ def test_file_order_keeps_values_and_takes_the_files_key_order(tmp_path):
 
 
 def test_maskbench_data_becomes_corpus_entries(tmp_path):
-    path = Path(__file__).parent.parent.parent / "benchmarks" / "bench_grammar.py"
-    spec = importlib.util.spec_from_file_location("bench_grammar", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _bench_grammar()
     schema = {"type": "object", "properties": {"b": {"type": "integer"}, "a": {"type": "string"}}}
     (tmp_path / "x_1.json").write_text('{"schema": {"type": "object"}, "tests": [{"data": {"b": 1, "a": "é"}, "valid": true}, {"data": 3, "valid": false}]}')
     (tmp_path / "x_2.json").write_text(json.dumps({"schema": schema, "tests": []}))  # no tests: left out

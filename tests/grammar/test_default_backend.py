@@ -17,7 +17,7 @@ from constrained_spec.grammar.llguidance_schema import llguidance_schema
 from constrained_spec.grammar.regex_backend import CompiledRegex
 from constrained_spec.grammar.unique_items import UniqueItemsGrammar
 
-from schema_oracle import engine_of
+from schema_oracle import engine_of, walk
 from test_json_schema_keywords import CASES, _text, _valid, _walk
 
 BYTES = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
@@ -762,19 +762,8 @@ def test_a_pattern_llguidance_cannot_lex_under_a_long_bound_fails_loudly_or_is_n
         text = json.dumps({"q": value}, separators=(",", ":"))
         ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
         expected = _valid(schema, text) and len(value) <= 256
-        assert _walk_ids(compiled, ids, smollm2_vocab) == expected, value
-
-
-def _walk_ids(compiled, ids, vocab) -> bool:
-    from constrained_spec.bitmask import new_bitmask
-
-    matcher, mask = compiled.matcher(), new_bitmask(1, vocab.size)
-    for token in [*ids, vocab.eos_token_id]:
-        matcher.fill_bitmask(mask)
-        if not (int(mask[0, token // 32]) >> (token % 32)) & 1:
-            return False
-        matcher.accept_token(token)
-    return True
+        result = walk(compiled, ids, smollm2_vocab.token_bytes, smollm2_vocab.eos_token_id, check_mask=True)
+        assert (result.refused_at is None and result.eos_at[-1][1]) == expected, value
 
 
 _POSITIONS = {"type": "number"}

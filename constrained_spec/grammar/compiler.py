@@ -347,6 +347,7 @@ def _llguidance_or_native(
     if strict or whitespace == "flexible":
         return native()
     from .json_key_order import any_order
+    from .json_required import Released
     from .llguidance_backend import compile_llguidance
     from .llguidance_schema import RewriteTooLarge, llguidance_schema
 
@@ -373,7 +374,10 @@ def _llguidance_or_native(
             if spec is None or (len(rewritten) > 1 and spec == rewritten[0]):
                 return None
             compiled = None
-            reordered = any_order(spec)  # optional keys in any order; as declared where llguidance refuses that
+            # the required keys that moved, for the tracker; none under uniqueItems (unique_items.py
+            # sees an object item repeated in another key order only once complete: a dead end)
+            released = None if unique_items else Released()
+            reordered = any_order(spec, released)  # keys in any order; as declared where llguidance refuses that
             for spec in [reordered, spec] if reordered is not spec else [spec]:
                 try:
                     compiled = compile_llguidance("json_schema", spec, vocab, whitespace=whitespace, frame=frame)
@@ -382,7 +386,12 @@ def _llguidance_or_native(
                     log.info("llguidance refused the schema (%s)", str(exc)[:200])
             if compiled is None:
                 return None
+            contexts = released.contexts() if released is not None and spec is reordered else None
         compiled = _no_repeated_keys(compiled, vocab, spec)
+        if contexts is not None:  # required keys moved: objects missing one stay open
+            from .required_keys import RequiredKeysGrammar
+
+            compiled = RequiredKeysGrammar(compiled, vocab, contexts, frame[0])
         if unique_items:  # llguidance has no uniqueItems: enforced on top, exactly
             from .unique_items import UniqueItemsGrammar
 

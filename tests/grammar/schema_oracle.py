@@ -611,10 +611,11 @@ def generation_schema(schema: Any, closed_free: bool) -> Any:
 
 
 def engine_of(compiled: Any) -> Any:
-    """The grammar under the JSON wrappers (unique_items.py, unique_keys.py), if any."""
+    """The grammar under the JSON wrappers (unique_items.py, unique_keys.py, required_keys.py), if any."""
+    from constrained_spec.grammar.required_keys import RequiredKeysGrammar
     from constrained_spec.grammar.unique_items import UniqueItemsGrammar
     from constrained_spec.grammar.unique_keys import UniqueKeysGrammar
 
-    while isinstance(compiled, (UniqueItemsGrammar, UniqueKeysGrammar)):
+    while isinstance(compiled, (UniqueItemsGrammar, UniqueKeysGrammar, RequiredKeysGrammar)):
         compiled = compiled.inner
     return compiled

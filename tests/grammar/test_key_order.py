@@ -158,7 +158,8 @@ def test_closed_objects_count_their_keys_and_never_dead_end(smollm2_tokenizer, s
     comma = smollm2_tokenizer.encode(",", add_special_tokens=False)[0]
     for schema, full, valid, invalid in (
         (closed, '{"b":2,"a":1', ['{"b":2,"a":1}', '{"a":1}', "{}"], ['{"a":1,"c":2}', '{"a":1,"a":1}']),
-        (required_first, '{"r":1,"b":"x","a":null', ['{"r":1,"b":"x","a":null}', '{"r":[],"a":1}'], ['{"a":1,"r":1}', '{"r":1,"b":1}', '{"r":1,"z":1}'])):
+        (required_first, '{"r":1,"b":"x","a":null', ['{"r":1,"b":"x","a":null}', '{"r":[],"a":1}', '{"a":1,"r":1}', '{"b":"x","a":2,"r":1}'],
+         ['{"a":1}', '{"a":1,"b":"x"}', '{"r":1,"b":1}', '{"r":1,"z":1}', '{"a":1,"r":1,"r":1}'])):
         compiled = compile_json_schema(schema, smollm2_vocab)
         mask, matcher = new_bitmask(1, smollm2_vocab.size), compiled.matcher()
         for token in smollm2_tokenizer.encode(full, add_special_tokens=False):

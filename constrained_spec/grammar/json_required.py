@@ -1,0 +1,167 @@
+"""Which schema nodes an object is written from, known from its path alone (for required keys in any order).
+
+llguidance writes an object's required keys in declared order, before any patterned key
+(json_key_order.py moves only optional keys to patterns). Valid instances put required keys
+anywhere (`{"shape":"circle","radius":10}` where `radius` is declared first). A required key can
+move too where something else enforces it: `required_keys.py` tracks every open object and
+refuses the `}` that would close one without its required keys. That tracker must know every
+node an object is validated against whose required keys moved, from the bytes alone, so they may
+move only on *fixed* nodes: reached from the root along edges that hold for every value where
+they apply (`$ref`, `allOf`, `properties`, `additionalProperties` where no pattern decides,
+`items` for every element) and along no other edge (anyOf/oneOf branches, conditions, `not`,
+patterns, tuple items, `contains`: which of those hold depends on the value). A node also reached
+through such an edge is not fixed.
+
+Contexts: the fixed nodes one value is validated against (a node with its `$ref` and `allOf`
+parts), interned as small ints; 0 is the empty context (nothing tracked below it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["KeyContexts", "Released", "fixed_nodes"]
+
+_SKIPPED = ("enum", "const", "default", "examples", "$defs", "definitions")  # hold no schema applied here
+
+
+def _edges(node: dict, resolve: Callable[[str], dict | None]) -> tuple[list[dict], list[Any]]:
+    """(the subschemas that apply wherever `node` applies or to every property/element of a
+    given name, the subschemas whose application depends on the value)."""
+    fixed: list[dict] = []
+    chosen: list[Any] = []
+    patterns = isinstance(node.get("patternProperties"), dict) and bool(node["patternProperties"])
+    tuple_items = "prefixItems" in node or isinstance(node.get("items"), list)
+    for key, value in node.items():
+        if key in _SKIPPED:
+            continue
+        if key == "$ref":
+            target = resolve(value) if isinstance(value, str) else None
+            if target is not None:
+                fixed.append(target)
+        elif key == "allOf" and isinstance(value, list):
+            fixed += [v for v in value if isinstance(v, dict)]
+        elif key == "properties" and isinstance(value, dict):
+            fixed += [v for v in value.values() if isinstance(v, dict)]
+        elif key == "additionalProperties" and isinstance(value, dict) and not patterns:
+            fixed.append(value)
+        elif key == "items" and isinstance(value, dict) and not tuple_items:
+            fixed.append(value)
+        elif isinstance(value, dict):
+            chosen.append(value)
+        elif isinstance(value, list):
+            chosen += [v for v in value if isinstance(v, (dict, list))]
+    return fixed, chosen
+
+
+def fixed_nodes(spec: Any, resolve: Callable[[str], dict | None]) -> set[int]:
+    """The ids of the nodes of `spec` that are fixed (see the module docstring)."""
+    if not isinstance(spec, dict):
+        return set()
+    reached: set[int] = set()
+    chosen: list[Any] = []
+    todo: list[dict] = [spec]
+    while todo:
+        node = todo.pop()
+        if id(node) in reached:
+            continue
+        reached.add(id(node))
+        fixed, more = _edges(node, resolve)
+        todo += fixed
+        chosen += more
+    anywhere: set[int] = set()  # everything under a value-dependent edge, through every edge
+    while chosen:
+        node = chosen.pop()
+        if isinstance(node, list):
+            chosen += [v for v in node if isinstance(v, (dict, list))]
+            continue
+        if not isinstance(node, dict) or id(node) in anywhere:
+            continue
+        anywhere.add(id(node))
+        fixed, more = _edges(node, resolve)
+        chosen += fixed + more
+    return reached - anywhere
+
+
+class KeyContexts:
+    """The tracker's tables: for a context, the required keys its nodes left to the tracker, the
+    context of a key's value and of an array's elements. Built lazily, kept per compiled grammar."""
+
+    def __init__(self, spec: dict, freed: dict[int, frozenset[str]], fixed: set[int], resolve: Callable[[str], dict | None]) -> None:
+        self._freed = freed
+        self._fixed = fixed
+        self._resolve = resolve
+        self._ids: dict[frozenset[int], int] = {frozenset(): 0}
+        self._nodes: list[tuple[dict, ...]] = [()]  # context -> its nodes
+        self.required: list[frozenset[str]] = [frozenset()]  # context -> keys the tracker enforces
+        self._by_key: dict[tuple[int, str], int] = {}
+        self._by_item: dict[int, int] = {}
+        self.root = self._intern(self._expand([spec]))
+
+    def _expand(self, nodes: list[Any]) -> dict[int, dict]:
+        """The fixed nodes among `nodes` with their `$ref` targets and `allOf` parts."""
+        out: dict[int, dict] = {}
+        todo = [n for n in nodes if isinstance(n, dict)]
+        while todo:
+            node = todo.pop()
+            if id(node) in out or id(node) not in self._fixed:
+                continue
+            out[id(node)] = node
+            if isinstance(node.get("$ref"), str):
+                target = self._resolve(node["$ref"])
+                if target is not None:
+                    todo.append(target)
+            if isinstance(node.get("allOf"), list):
+                todo += [p for p in node["allOf"] if isinstance(p, dict)]
+        return out
+
+    def _intern(self, nodes: dict[int, dict]) -> int:
+        key = frozenset(nodes)
+        found = self._ids.get(key)
+        if found is None:
+            found = self._ids[key] = len(self._nodes)
+            self._nodes.append(tuple(nodes.values()))
+            self.required.append(frozenset().union(*(self._freed.get(i, frozenset()) for i in nodes)))
+        return found
+
+    def of_key(self, context: int, key: str) -> int:
+        """The context of the value of `key` in an object of `context`."""
+        found = self._by_key.get((context, key))
+        if found is None:
+            values: list[Any] = []
+            for node in self._nodes[context]:
+                props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+                if key in props:
+                    values.append(props[key])
+                elif isinstance(node.get("additionalProperties"), dict) and not node.get("patternProperties"):
+                    values.append(node["additionalProperties"])
+            found = self._by_key[(context, key)] = self._intern(self._expand(values)) if context else 0
+        return found
+
+    def of_item(self, context: int) -> int:
+        """The context of every element of an array of `context`."""
+        found = self._by_item.get(context)
+        if found is None:
+            values = [n["items"] for n in self._nodes[context]
+                      if isinstance(n.get("items"), dict) and "prefixItems" not in n]
+            found = self._by_item[context] = self._intern(self._expand(values)) if context else 0
+        return found
+
+
+@dataclass
+class Released:
+    """What json_key_order.any_order left to the tracker: per fixed node of `spec` (by id), the
+    required keys it moved out of `required`."""
+
+    freed: dict[int, frozenset[str]] = field(default_factory=dict)
+    spec: Any = None
+    fixed: set[int] = field(default_factory=set)
+    resolve: Callable[[str], dict | None] | None = None
+
+    def contexts(self) -> KeyContexts | None:
+        """The tracker's tables, None where no required key moved."""
+        if not self.freed or self.resolve is None:
+            return None
+        return KeyContexts(self.spec, self.freed, self.fixed, self.resolve)

@@ -1,0 +1,197 @@
+"""Required keys in any order: a wrapper that refuses to close an object missing one.
+
+json_key_order.py may move a fixed node's required keys (json_required.py) to exact patterns,
+so llguidance writes them in any order, and leaves them out of `required`. This wrapper puts the
+requirement back: it tracks, byte by byte alongside the wrapped matcher, every open object with
+the context it is validated against (from its path: the key or array it is the value of) and the
+required keys still missing, and clears each token whose bytes would close such an object (`}`)
+with one missing. The wrapped grammar guarantees well-formed JSON, so the tracker reads only
+structure: containers, strings (with escapes) and keys. A missing key can always still be
+written (its schema is satisfiable, no `propertyNames` or count bounds it), so no output is cut
+off where it was not before.
+
+State: (stack, in_string, escaped, key, pending, skip). stack holds frames: an object is
+(context, missing keys, the context of the current key's value, key next), an array is its
+elements' context (int). key: the raw bytes of the key being read (None outside keys). pending:
+the context of the next value where no container holds it (the root's, 0 once it closed). skip:
+bytes of the literal frame text still to pass before the value. Immutable: rollback is a pop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+
+import torch
+
+from ..bitmask import HostRows, TokenSet, clear_token
+from .json_required import KeyContexts
+from .protocol import CompiledGrammar, GrammarError, GrammarMatcher
+from .unique_keys import decode_key
+from .vocabulary import Vocabulary
+
+__all__ = ["RequiredKeysGrammar", "RequiredKeysMatcher"]
+
+State = tuple
+_MISSING = None  # what _advance returns where a byte closes an object missing a required key
+
+
+def _advance(state: State, data: bytes, contexts: KeyContexts) -> State | None:
+    stack, in_string, escaped, key, pending, skip = state
+    for byte in data:
+        if skip:
+            skip -= 1
+            continue
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # closing quote
+                in_string = False
+                if key is not None:
+                    context, missing, _, _ = stack[-1]
+                    name = decode_key(key)
+                    stack = stack[:-1] + ((context, missing - {name}, contexts.of_key(context, name), False),)
+                    key = None
+            elif key is not None:
+                key += bytes((byte,))
+            continue
+        if byte == 0x22:
+            in_string = True
+            top = stack[-1] if stack else None
+            key = b"" if type(top) is tuple and top[3] else None
+        elif byte == 0x7B or byte == 0x5B:  # { [
+            top = stack[-1] if stack else None
+            context = pending if top is None else top if type(top) is int else top[2]
+            if top is None:
+                pending = 0
+            stack += ((context, contexts.required[context], 0, True),) if byte == 0x7B else (contexts.of_item(context),)
+        elif byte == 0x7D:  # }
+            if stack and type(stack[-1]) is tuple:
+                if stack[-1][1]:
+                    return _MISSING
+                stack = stack[:-1]
+        elif byte == 0x5D:  # ]
+            if stack and type(stack[-1]) is int:
+                stack = stack[:-1]
+        elif byte == 0x2C and stack and type(stack[-1]) is tuple:  # , inside an object: a key is next
+            context, missing, _, _ = stack[-1]
+            stack = stack[:-1] + ((context, missing, 0, True),)
+        elif not stack and byte not in b" \t\n\r":
+            pending = 0  # a scalar root value: nothing to track
+    return (stack, in_string, escaped, key, pending, skip)
+
+
+@lru_cache(maxsize=8)
+def _closers(vocab: Vocabulary) -> tuple[TokenSet, TokenSet, TokenSet, TokenSet, TokenSet]:
+    """The tokens that can close an object read from outside a string (holding `}`): all, those
+    starting with `}`, the others, those that open one first (a `{` before a `}`: `{}`); and
+    read from inside one (a `"` and a `}` after it)."""
+    tokens = vocab.token_bytes
+    outside = [i for i, b in enumerate(tokens) if b and b"}" in b]
+    leading = [i for i in outside if tokens[i][0] == 0x7D]
+    others = [i for i in outside if tokens[i][0] != 0x7D]
+    opening = [i for i in outside if b"{" in tokens[i] and tokens[i].index(b"{") < tokens[i].rindex(b"}")]
+    inside = [i for i in outside if b'"' in tokens[i] and tokens[i].index(b'"') < tokens[i].rindex(b"}")]
+    return TokenSet(outside), TokenSet(leading), TokenSet(others), TokenSet(opening), TokenSet(inside)
+
+
+class RequiredKeysGrammar:
+    """CompiledGrammar: `inner` (llguidance's JSON grammar with required keys moved) with the
+    objects missing a required key left unclosed. frame_prefix: the literal text before the value."""
+
+    def __init__(self, inner: CompiledGrammar, vocab: Vocabulary, contexts: KeyContexts, frame_prefix: str = "") -> None:
+        self.inner = inner
+        self.vocab = vocab
+        self.contexts = contexts
+        self._start: State = ((), False, False, None, contexts.root, len(frame_prefix.encode("utf-8")))
+        self._closers = _closers(vocab)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.inner.vocab_size
+
+    def matcher(self) -> "RequiredKeysMatcher":
+        return RequiredKeysMatcher(self, self.inner.matcher(), [self._start])
+
+
+class RequiredKeysMatcher:
+    def __init__(self, grammar: RequiredKeysGrammar, inner: GrammarMatcher, states: list[State]) -> None:
+        self._grammar = grammar
+        self._inner = inner
+        self._states = states  # one per accepted token, after it; [0] = the start
+        self._host = HostRows()
+        self._open: tuple = (None, False)  # (a stack, whether an object on it misses a key): rebuilt per stack
+
+    @property
+    def vocab_size(self) -> int:
+        return self._inner.vocab_size
+
+    def _next(self, state: State, token_id: int) -> State | None:
+        vocab = self._grammar.vocab
+        if token_id == vocab.eos_token_id or not 0 <= token_id < len(vocab.token_bytes) or vocab.token_bytes[token_id] is None:
+            return state
+        return _advance(state, vocab.token_bytes[token_id], self._grammar.contexts)
+
+    def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
+        self._inner.fill_bitmask(bitmask, row)
+        state = self._states[-1]
+        stack, in_string, escaped, key = state[:4]
+        if key is not None or escaped:
+            return  # inside a key or an escape no token closes an object (the grammar writes `:` first)
+        if self._open[0] is not stack:
+            self._open = (stack, any(type(frame) is tuple and frame[1] for frame in stack))
+        host, words = self._host.words(bitmask, row)  # [ceil(V/32)] uint32
+        token_bytes, contexts = self._grammar.vocab.token_bytes, self._grammar.contexts
+        every, leading, others, opening, inside = self._grammar._closers
+        top = stack[-1] if stack else None
+        if in_string:  # a handful of tokens (`"}`, `"},`): always read
+            candidates = inside.allowed_in(words)
+        elif not self._open[1]:  # no open object misses a key: only a token opening one can close it (`{}`)
+            candidates = opening.allowed_in(words)
+        elif type(top) is tuple and top[1]:  # a token starting with `}` closes this very object
+            leading.remove_from(words)
+            candidates = others.allowed_in(words)
+        else:
+            candidates = every.allowed_in(words)
+        for token_id in candidates:
+            if _advance(state, token_bytes[token_id], contexts) is _MISSING:
+                clear_token(words, token_id)
+        HostRows.store(bitmask, host, row)
+
+    def accept_token(self, token_id: int) -> None:
+        following = self._next(self._states[-1], int(token_id))
+        if following is None:
+            raise GrammarError(f"token {token_id} rejected: it would close a JSON object without one of its required keys")
+        self._inner.accept_token(token_id)
+        self._states.append(following)
+
+    def validate_tokens(self, token_ids: Sequence[int]) -> int:
+        limit = self._inner.validate_tokens(token_ids)
+        state = self._states[-1]
+        for i, token_id in enumerate(token_ids[:limit]):
+            state = self._next(state, int(token_id))
+            if state is None:
+                return i
+        return limit
+
+    def rollback(self, num_tokens: int) -> None:
+        if num_tokens > len(self._states) - 1:
+            raise GrammarError(f"cannot roll back {num_tokens} tokens: only {len(self._states) - 1} accepted")
+        self._inner.rollback(num_tokens)
+        if num_tokens:
+            del self._states[-num_tokens:]
+
+    def is_accepting(self) -> bool:
+        return self._inner.is_accepting()
+
+    def is_terminated(self) -> bool:
+        return self._inner.is_terminated()
+
+    def forced_bytes(self, max_bytes: int = 64) -> bytes:
+        forced = self._inner.forced_bytes(max_bytes)
+        return b"" if forced and _advance(self._states[-1], forced, self._grammar.contexts) is None else forced
+
+    def fork(self) -> "RequiredKeysMatcher":
+        return RequiredKeysMatcher(self._grammar, self._inner.fork(), list(self._states))

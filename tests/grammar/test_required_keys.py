@@ -1,0 +1,254 @@
+"""Required keys in any order on the default backend (json_required.py, required_keys.py, issue 11).
+
+llguidance writes required keys in schema order; where an object's schema node is fixed (known
+from the path alone) and declares an optional key, the default backend moves its required keys
+to exact patterns too and the required-keys tracker refuses to close an object missing one.
+Checked on the real tokenizer (SmolLM2), every walk judged by jsonschema:
+  - hand-written shapes: every key order accepted, a missing required key refused at every
+    depth (through properties, $ref, allOf, additionalProperties and array items), the frame
+    text of a tool call, fork and rollback; where a choice decides (anyOf) or every key is
+    required (strict tools: forced text) the keys stay in schema order;
+  - a seeded generated family (random.Random(5), 60 schemas x 12 texts): valid values in
+    shuffled key order (schema order in strict objects: closed, every key required) and the
+    same with one required key dropped at a random depth;
+    acceptance (EOS only at the end) equals jsonschema on every text, the mask agrees with
+    validate_tokens at every step and is never empty on a valid prefix. Without the tracker
+    the same family accepts invalid texts (checked, so the test can fail).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+
+import jsonschema
+import pytest
+
+from constrained_spec.bitmask import new_bitmask
+from constrained_spec.grammar import GrammarError, compile_json_schema
+from constrained_spec.grammar.json_key_order import any_order
+from constrained_spec.grammar.json_required import Released, fixed_nodes
+from constrained_spec.grammar.required_keys import RequiredKeysGrammar
+
+from schema_oracle import walk
+
+
+def _accepts(compiled, tokenizer, vocab, text: str) -> bool:
+    """Whether the matcher takes `text` in the model's tokenization with EOS after it; the mask
+    must agree with validate_tokens at every step (schema_oracle.walk checks)."""
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    result = walk(compiled, ids, vocab.token_bytes, vocab.eos_token_id, check_mask=True)
+    return result.refused_at is None and result.eos_at[-1][1]
+
+
+def _permutations(pairs: list[str]) -> list[str]:
+    return ["{" + ",".join(p) + "}" for p in itertools.permutations(pairs)]
+
+
+NESTED = {"type": "object", "properties": {
+    "name": {"type": "string"}, "tags": {"type": "array", "items": {"$ref": "#/$defs/tag"}},
+    "meta": {"type": "object", "properties": {"id": {"type": "integer"}, "note": {"type": "string"}}, "required": ["id"]},
+    "extra": {"type": "integer"}},
+    "required": ["name", "meta"], "additionalProperties": {"type": "object", "properties": {"k": {}, "v": {}}, "required": ["k"]},
+    "$defs": {"tag": {"allOf": [{"properties": {"label": {"type": "string"}}, "required": ["label"]}], "properties": {"color": {"enum": ["red", "blue"]}}}}}
+
+
+def test_every_order_accepted_and_every_missing_key_refused(smollm2_tokenizer, smollm2_vocab):
+    compiled = compile_json_schema(NESTED, smollm2_vocab)
+    assert isinstance(compiled, RequiredKeysGrammar)
+    validator = jsonschema.Draft202012Validator(NESTED)
+    valid = _permutations(['"name":"a"', '"meta":{"note":"n","id":1}', '"extra":2'])
+    valid += ['{"meta":{"id":1},"name":"a"}', '{"tags":[{"color":"red","label":"x"},{"label":"y"}],"meta":{"id":1},"name":"a"}',
+              '{"other":{"v":1,"k":2},"name":"a","meta":{"id":3}}']
+    invalid = ['{"name":"a"}', '{"meta":{"id":1}}', '{"name":"a","meta":{"note":"n"}}', '{"extra":1,"meta":{"id":1}}',
+               '{"meta":{"id":1},"name":"a","tags":[{"color":"red"}]}', '{"meta":{"id":1},"name":"a","tags":[{"label":"x"},{}]}',
+               '{"other":{"v":1},"name":"a","meta":{"id":3}}', '{"name":"a","meta":{"id":1},"name":"b"}']
+    for text in valid:
+        assert validator.is_valid(json.loads(text)), text
+        assert _accepts(compiled, smollm2_tokenizer, smollm2_vocab, text), f"valid {text} refused"
+    for text in invalid:
+        assert not validator.is_valid(json.loads(text)) or text.count('"name"') == 2, text
+        assert not _accepts(compiled, smollm2_tokenizer, smollm2_vocab, text), f"invalid {text} accepted"
+
+
+def test_a_missing_key_leaves_the_object_open_not_stuck(smollm2_tokenizer, smollm2_vocab):
+    """After `{"name":"a"` the `}` is refused, EOS too, and `,` is allowed (the missing key can
+    still come); fork and rollback keep the tracker in step with the wrapped matcher."""
+    compiled = compile_json_schema(NESTED, smollm2_vocab)
+    matcher, mask = compiled.matcher(), new_bitmask(1, smollm2_vocab.size)
+    prefix = smollm2_tokenizer.encode('{"name":"a"', add_special_tokens=False)
+    for token in prefix:
+        matcher.accept_token(token)
+    matcher.fill_bitmask(mask)
+    bit = lambda text: bool(int(mask[0, smollm2_vocab.token_bytes.index(text) // 32]) >> (smollm2_vocab.token_bytes.index(text) % 32) & 1)  # noqa: E731
+    assert not bit(b"}") and not bit(b'"}') and bit(b",")
+    close = smollm2_vocab.token_bytes.index(b"}")
+    with pytest.raises(GrammarError, match="required keys"):
+        matcher.accept_token(close)
+    fork = matcher.fork()
+    rest = smollm2_tokenizer.encode(',"meta":{"id":1}}', add_special_tokens=False)
+    for token in rest:
+        fork.accept_token(token)
+    assert fork.is_accepting() and not matcher.is_accepting()
+    fork.rollback(len(rest))
+    assert fork.validate_tokens([close]) == 0 and fork.validate_tokens(rest) == len(rest)
+
+
+def test_frame_text_around_a_tool_call(smollm2_tokenizer, smollm2_vocab):
+    """The server writes a tool call as frame text around the arguments: the tracker skips the
+    prefix and checks the arguments object."""
+    schema = {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}, "days": {"type": "integer"}},
+              "required": ["city", "days"]}
+    frame = ("<tool_call> weather ", " </tool_call>")
+    compiled = compile_json_schema(schema, smollm2_vocab, frame=frame)
+    assert isinstance(compiled, RequiredKeysGrammar)
+    for pairs in itertools.permutations(['"city":"x"', '"unit":"c"', '"days":2']):
+        assert _accepts(compiled, smollm2_tokenizer, smollm2_vocab, frame[0] + "{" + ",".join(pairs) + "}" + frame[1])
+    for args in ('{"unit":"c","city":"x"}', '{"days":1}', "{}"):
+        assert not _accepts(compiled, smollm2_tokenizer, smollm2_vocab, frame[0] + args + frame[1]), args
+
+
+def test_choices_and_strict_objects_keep_schema_order():
+    """A node under anyOf is not fixed (which branch holds depends on the value): its required
+    keys stay declared, and with them the keys declared before them (the root's `d`). Where every declared key is required (OpenAI strict tools) nothing
+    moves: the keys stay forced text. A required key no member declares keeps the family's
+    required keys declared (llguidance writes it before every pattern)."""
+    branch = {"properties": {"a": {}, "b": {}}, "required": ["a"]}
+    schema = {"type": "object", "anyOf": [branch, {"properties": {"c": {}}}], "properties": {"d": {}, "e": {}}, "required": ["d"]}
+    fixed = fixed_nodes(schema, lambda ref: None)
+    assert id(schema) in fixed and id(branch) not in fixed
+    released = Released()
+    out = any_order(schema, released)
+    assert not released.freed and out["anyOf"][0]["required"] == ["a"] and "d" in out["properties"]  # before the branch: kept
+    strict = {"type": "object", "properties": {"a": {}, "b": {}}, "required": ["b", "a"], "additionalProperties": False}
+    released = Released()
+    assert any_order(strict, released) is strict and not released.freed
+    undeclared = {"type": "object", "properties": {"a": {}, "b": {}}, "required": ["a", "zz"]}
+    released = Released()
+    any_order(undeclared, released)
+    assert not released.freed
+
+
+# ---- a generated family -----------------------------------------------------------------------
+
+_SCALARS = [{"type": "string", "maxLength": 3}, {"type": "integer"}, {"type": "boolean"}, {"enum": ["x", "y"]}]
+_NAMES = ["a", "b", "c", "id", "name", "kind", "x1", "tags"]
+
+
+def _object_schema(rng: random.Random, depth: int) -> dict:
+    props = {}
+    for name in rng.sample(_NAMES, rng.randint(1, 4)):
+        roll = rng.random()
+        if depth < 2 and roll < 0.25:
+            props[name] = _object_schema(rng, depth + 1)
+        elif depth < 2 and roll < 0.4:
+            props[name] = {"type": "array", "items": _object_schema(rng, depth + 1), "maxItems": 2}
+        else:
+            props[name] = dict(rng.choice(_SCALARS))
+    node: dict = {"type": "object", "properties": props}
+    required = [k for k in props if rng.random() < 0.6]
+    rng.shuffle(required)
+    if required:
+        node["required"] = required
+    roll = rng.random()
+    if roll < 0.3:
+        node["additionalProperties"] = False
+    elif roll < 0.45:
+        node["additionalProperties"] = {"type": "integer"}
+    return node
+
+
+def _wrapped(rng: random.Random, node: dict) -> dict:
+    """The same language through a $ref, or with part of it in an allOf part."""
+    roll = rng.random()
+    if roll < 0.3:
+        return {"$ref": "#/$defs/root", "$defs": {"root": node}}
+    if roll < 0.55 and len(node["properties"]) > 1 and "additionalProperties" not in node:
+        names = list(node["properties"])
+        moved = names[: len(names) // 2]
+        part = {"properties": {k: node["properties"][k] for k in moved}}
+        if any(k in moved for k in node.get("required", [])):
+            part["required"] = [k for k in node["required"] if k in moved]
+        rest = {k: v for k, v in node.items() if k not in ("properties", "required")}
+        rest["properties"] = {k: v for k, v in node["properties"].items() if k not in moved}
+        if any(k not in moved for k in node.get("required", [])):
+            rest["required"] = [k for k in node["required"] if k not in moved]
+        return {**rest, "allOf": [part]}
+    return node
+
+
+def _value(rng: random.Random, schema: dict):
+    if schema.get("type") == "object":
+        required = schema.get("required", [])
+        keys = [k for k in schema["properties"] if k in required or rng.random() < 0.5]
+        out = {k: _value(rng, schema["properties"][k]) for k in keys}
+        extra = schema.get("additionalProperties", True)
+        if extra is not False and rng.random() < 0.3:
+            out["zz"] = rng.randint(0, 9) if extra is not True else "w"
+        items = list(out.items())
+        if not (extra is False and set(schema["properties"]) <= set(required)):  # strict objects keep schema order
+            rng.shuffle(items)
+        return dict(items)
+    if schema.get("type") == "array":
+        return [_value(rng, schema["items"]) for _ in range(rng.randint(0, 2))]
+    if "enum" in schema:
+        return rng.choice(schema["enum"])
+    return {"string": lambda: rng.choice(["", "p", "qr"]), "integer": lambda: rng.randint(-3, 30), "boolean": lambda: rng.random() < 0.5}[schema["type"]]()
+
+
+def _objects_missing(value, schema: dict, out: list) -> list:
+    """Paths to the objects in `value` holding a key their schema requires."""
+    def visit(v, s, path):
+        if isinstance(v, dict) and s.get("type") == "object":
+            if any(k in v for k in s.get("required", [])):
+                out.append((path, [k for k in s["required"] if k in v]))
+            for k, child in v.items():
+                if k in s["properties"]:
+                    visit(child, s["properties"][k], (*path, k))
+        elif isinstance(v, list) and s.get("type") == "array":
+            for i, child in enumerate(v):
+                visit(child, s["items"], (*path, i))
+    visit(value, schema, ())
+    return out
+
+
+def _dropped(value, path: tuple, key: str):
+    if not path:
+        return {k: v for k, v in value.items() if k != key}
+    head, rest = path[0], path[1:]
+    if isinstance(value, list):
+        return [(_dropped(v, rest, key) if i == head else v) for i, v in enumerate(value)]
+    return {k: (_dropped(v, rest, key) if k == head else v) for k, v in value.items()}
+
+
+def test_generated_schemas_match_jsonschema_in_any_key_order(smollm2_tokenizer, smollm2_vocab):
+    rng = random.Random(5)
+    stats = {"schemas": 0, "tracked": 0, "texts": 0, "valid": 0, "invalid accepted without the tracker": 0}
+    problems = []
+    for _ in range(60):
+        plain = _object_schema(rng, 0)
+        schema = _wrapped(rng, plain)
+        compiled = compile_json_schema(schema, smollm2_vocab)
+        validator = jsonschema.Draft202012Validator(schema)
+        stats["schemas"] += 1
+        stats["tracked"] += isinstance(compiled, RequiredKeysGrammar)
+        for _ in range(6):
+            value = _value(rng, plain)
+            texts = [json.dumps(value, separators=(",", ":"))]
+            holders = _objects_missing(value, plain, [])
+            if holders:
+                path, keys = rng.choice(holders)
+                texts.append(json.dumps(_dropped(value, path, rng.choice(keys)), separators=(",", ":")))
+            for text in texts:
+                valid = validator.is_valid(json.loads(text))
+                stats["texts"] += 1
+                stats["valid"] += valid
+                if _accepts(compiled, smollm2_tokenizer, smollm2_vocab, text) != valid:
+                    problems.append(f"{json.dumps(schema)}: {text} valid={valid}")
+                if not valid and isinstance(compiled, RequiredKeysGrammar):
+                    stats["invalid accepted without the tracker"] += _accepts(compiled.inner, smollm2_tokenizer, smollm2_vocab, text)
+    print(stats)
+    assert not problems, "\n".join(problems[:10])
+    assert stats["tracked"] >= 20 and stats["valid"] >= 200, stats  # the family exercises the tracker
+    assert stats["invalid accepted without the tracker"] >= 10, stats  # the tracker is what refuses them

@@ -84,17 +84,18 @@ def _advance(state: State, data: bytes, contexts: KeyContexts) -> State | None:
 
 
 @lru_cache(maxsize=8)
-def _closers(vocab: Vocabulary) -> tuple[TokenSet, TokenSet, TokenSet, TokenSet, TokenSet]:
-    """The tokens that can close an object read from outside a string (holding `}`): all, those
-    starting with `}`, the others, those that open one first (a `{` before a `}`: `{}`); and
-    read from inside one (a `"` and a `}` after it)."""
+def _closers(vocab: Vocabulary) -> tuple[TokenSet, ...]:
+    """The tokens that can close an object, read from outside a string (holding `}`): all, those
+    starting with `}`, the others, those that open one first (a `{` before a `}`: `{}`); read
+    from inside one (a `"` and a `}` after it): all, those that open one first."""
     tokens = vocab.token_bytes
     outside = [i for i, b in enumerate(tokens) if b and b"}" in b]
     leading = [i for i in outside if tokens[i][0] == 0x7D]
     others = [i for i in outside if tokens[i][0] != 0x7D]
     opening = [i for i in outside if b"{" in tokens[i] and tokens[i].index(b"{") < tokens[i].rindex(b"}")]
     inside = [i for i in outside if b'"' in tokens[i] and tokens[i].index(b'"') < tokens[i].rindex(b"}")]
-    return TokenSet(outside), TokenSet(leading), TokenSet(others), TokenSet(opening), TokenSet(inside)
+    inside_opening = [i for i in inside if b"{" in tokens[i][tokens[i].index(b'"'):]]
+    return TokenSet(outside), TokenSet(leading), TokenSet(others), TokenSet(opening), TokenSet(inside), TokenSet(inside_opening)
 
 
 class RequiredKeysGrammar:
@@ -123,6 +124,9 @@ class RequiredKeysMatcher:
         self._states = states  # one per accepted token, after it; [0] = the start
         self._host = HostRows()
         self._open: tuple = (None, False)  # (a stack, whether an object on it misses a key): rebuilt per stack
+        # (a stack, the tokens that would close an object missing a key from inside a string on
+        # it): a string value takes many masks on one stack, and the answer is the stack's alone
+        self._in_string: tuple = (None, [])
 
     @property
     def vocab_size(self) -> int:
@@ -142,20 +146,29 @@ class RequiredKeysMatcher:
             return  # inside a key or an escape no token closes an object (the grammar writes `:` first)
         if self._open[0] is not stack:
             self._open = (stack, any(type(frame) is tuple and frame[1] for frame in stack))
-        host, words = self._host.words(bitmask, row)  # [ceil(V/32)] uint32
+        every, leading, others, opening, inside, inside_opening = self._grammar._closers
         token_bytes, contexts = self._grammar.vocab.token_bytes, self._grammar.contexts
-        every, leading, others, opening, inside = self._grammar._closers
+        if in_string:  # a handful of tokens (`"}`, `"},`), judged once per stack
+            if self._in_string[0] is not stack:
+                tokens = inside if self._open[1] else inside_opening
+                self._in_string = (stack, [t for t in tokens.ids.tolist() if _advance(state, token_bytes[t], contexts) is _MISSING])
+            if self._in_string[1]:
+                host, words = self._host.words(bitmask, row)  # [ceil(V/32)] uint32
+                for token_id in self._in_string[1]:  # clearing a token the mask left out changes nothing
+                    clear_token(words, token_id)
+                HostRows.store(bitmask, host, row)
+            return
         top = stack[-1] if stack else None
-        if in_string:  # a handful of tokens (`"}`, `"},`): always read
-            candidates = inside.allowed_in(words)
-        elif not self._open[1]:  # no open object misses a key: only a token opening one can close it (`{}`)
-            candidates = opening.allowed_in(words)
-        elif type(top) is tuple and top[1]:  # a token starting with `}` closes this very object
-            leading.remove_from(words)
-            candidates = others.allowed_in(words)
+        if not self._open[1]:  # no open object misses a key: only a token opening one can close it (`{}`)
+            tokens = opening
         else:
-            candidates = every.allowed_in(words)
-        for token_id in candidates:
+            tokens = others if type(top) is tuple and top[1] else every
+        if not len(tokens):
+            return
+        host, words = self._host.words(bitmask, row)  # [ceil(V/32)] uint32
+        if tokens is others:  # a token starting with `}` closes this very object
+            leading.remove_from(words)
+        for token_id in tokens.allowed_in(words):
             if _advance(state, token_bytes[token_id], contexts) is _MISSING:
                 clear_token(words, token_id)
         HostRows.store(bitmask, host, row)

@@ -63,8 +63,9 @@ def load_maskbench(folder: Path, limit: int | None = None, stride: int = 1) -> l
         except ValueError:
             continue
         tests = (data.get("tests") or []) if isinstance(data, dict) else []
+        tests = [t for t in tests if isinstance(t, dict) and "data" in t and isinstance(t.get("valid"), bool)]  # others judge nothing
         if tests and "schema" in data:
-            instances = [{"valid": bool(t["valid"]), "text": json.dumps(t["data"], separators=(",", ":"), ensure_ascii=False)} for t in tests]
+            instances = [{"valid": t["valid"], "text": json.dumps(t["data"], separators=(",", ":"), ensure_ascii=False)} for t in tests]
             entries.append((path.name, {"schema": data["schema"], "instances": instances}))
     return entries[::stride][:limit]
 

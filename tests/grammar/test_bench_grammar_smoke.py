@@ -52,6 +52,7 @@ def test_maskbench_data_becomes_corpus_entries(tmp_path):
     (tmp_path / "x_2.json").write_text(json.dumps({"schema": schema, "tests": []}))  # no tests: left out
     (tmp_path / "x_3.json").write_text(json.dumps({"schema": schema, "tests": [{"data": {"a": "s"}, "valid": True}]}))
     (tmp_path / "x_4.json").write_text("not json")
+    (tmp_path / "x_5.json").write_text(json.dumps({"schema": schema, "tests": [{"data": 1}, {"valid": True}, {"data": 1, "valid": "yes"}]}))  # judge nothing
     corpus = module.load_maskbench(tmp_path)
     assert [name for name, _ in corpus] == ["x_1.json", "x_3.json"]
     assert corpus[0][1]["schema"] == {"type": "object"}

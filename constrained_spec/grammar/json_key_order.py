@@ -127,6 +127,30 @@ def _counted(members: list[dict], required: set[str], kept_last: list[int]) -> i
     return active[0] if all(k in required for k in list(props)[: kept_last[active[0]]]) else None
 
 
+_LONG_KEYS = [prefix + body for prefix in ("", "x-", "/", "v", "_", "@", "$") for body in ("a" * 60, "b" * 59, "0" * 58, "ab" * 30)]
+
+
+def _endless(node: dict) -> bool:
+    """Whether `node`'s patternProperties admit keys beyond counting: a pattern (as Python reads
+    it) with a schema other than `false` that matches three keys of 58 to 62 characters written
+    differently among a fixed set (`^x-`, `.+`, `^[a-zA-Z0-9._-]+$`, `^[0-9a-zA-Z_-]{1,255}$`).
+    A closed object with one always has a new key to write after a `,`, so its keys move as an
+    open object's do (no `maxProperties` needed to keep a sampler out of a dead end)."""
+    patterns = node.get("patternProperties")
+    if not isinstance(patterns, dict):
+        return False
+    for pattern, schema in patterns.items():
+        if schema is False or not isinstance(pattern, str) or exact_keys(pattern) is not None:
+            continue
+        try:
+            compiled = re.compile(pattern)
+        except (re.error, RecursionError):
+            continue
+        if sum(1 for key in _LONG_KEYS if compiled.search(key)) >= 3:
+            return True
+    return False
+
+
 class _Planner:
     def __init__(self, spec: dict) -> None:
         from .json_schema import _Translator  # noqa: PLC0415 (its reference resolution, on `spec` itself)
@@ -248,10 +272,12 @@ class _Planner:
             kept_last.append(last)
         sizes = [len(m["properties"]) if isinstance(m.get("properties"), dict) else 0 for m in members]
         counted = None
-        if any(m.get("additionalProperties", True) is False for m in members):
+        closers = [m for m in members if m.get("additionalProperties", True) is False]
+        closed = bool(closers) and not all(_endless(m) for m in closers)  # an endless pattern: always a new key
+        if closed:
             counted = _counted(members, required, kept_last)
         owner = max((i for i, last in enumerate(kept_last) if last), default=-1)
-        if any(m.get("additionalProperties", True) is False for m in members) and counted is None:
+        if closed and counted is None:
             owner = len(members)  # after a `,` llguidance would offer used patterned keys only
         keeps = [size if i < owner else kept_last[i] if i == owner else 0 for i, size in enumerate(sizes)]
         # moved keys come last in family order: the pattern budget keeps a suffix of them
@@ -393,7 +419,7 @@ def any_order(spec: Any, released: Released | None = None) -> Any:
                 shared.setdefault(sig, ([], value))[0].append(name)
         for keys, value in shared.values():
             own[exact_key(keys[0]) if len(keys) == 1 else "^(?:" + "|".join(exact_key(k)[1:-1] for k in keys) + ")$"] = value
-        if out.get("additionalProperties", True) is False:  # a closed object (see _counted)
+        if out.get("additionalProperties", True) is False and not _endless(node):  # a closed object (see _counted)
             out["maxProperties"] = len(names)
         out["patternProperties"] = {**out.get("patternProperties", {}), **own}
         if not out["properties"]:

@@ -72,6 +72,32 @@ def test_every_order_accepted_and_every_missing_key_refused(smollm2_tokenizer, s
         assert not _accepts(compiled, smollm2_tokenizer, smollm2_vocab, text), f"invalid {text} accepted"
 
 
+def test_closed_objects_with_an_endless_pattern_move_like_open_ones(smollm2_tokenizer, smollm2_vocab):
+    """docker-compose's root: closed, `^x-` extension keys, `version` required and declared last.
+    A pattern that admits keys beyond counting always leaves a new key to write after a `,`, so
+    the keys move without `maxProperties` (which would cap the extension keys); a pattern with
+    few keys (`^[0-9]$`) keeps the object as declared."""
+    from constrained_spec.grammar.json_key_order import _endless
+
+    schema = {"type": "object", "additionalProperties": False, "patternProperties": {"^x-": {}},
+              "properties": {"services": {"type": "object"}, "volumes": {"type": "object"}, "version": {"type": "string"}},
+              "required": ["version"]}
+    compiled = compile_json_schema(schema, smollm2_vocab)
+    assert isinstance(compiled, RequiredKeysGrammar)
+    validator = jsonschema.Draft202012Validator(schema)
+    valid = _permutations(['"version":"3"', '"services":{}', '"x-a":1']) + ['{"x-a":1,"x-b":2,"x-c":3,"version":"3","volumes":{}}']
+    invalid = ['{"services":{}}', '{"version":"3","other":1}', '{"version":"3","x-a":1,"x-a":2}', '{"services":{},"version":"3","services":{}}']
+    for text in valid:
+        assert validator.is_valid(json.loads(text)) and _accepts(compiled, smollm2_tokenizer, smollm2_vocab, text), text
+    for text in invalid:
+        assert not _accepts(compiled, smollm2_tokenizer, smollm2_vocab, text), text
+    assert [_endless({"patternProperties": {p: {}}}) for p in ("^x-", ".+", "^[a-zA-Z0-9._-]+$", "^[0-9a-zA-Z_-]{1,255}$")] == [True] * 4
+    assert [_endless({"patternProperties": {p: {}}}) for p in ("^[0-9]$", "^(default|mac)$", "^.{1,2}$", "^[a-z]{1,10}$")] == [False] * 4
+    assert not _endless({"patternProperties": {"^x-": False}})
+    digits = dict(schema, patternProperties={"^[0-9]$": {}})
+    assert any_order(digits, Released()) is digits
+
+
 def test_a_missing_key_leaves_the_object_open_not_stuck(smollm2_tokenizer, smollm2_vocab):
     """After `{"name":"a"` the `}` is refused, EOS too, and `,` is allowed (the missing key can
     still come); fork and rollback keep the tracker in step with the wrapped matcher."""

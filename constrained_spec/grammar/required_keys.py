@@ -27,6 +27,7 @@ import torch
 from ..bitmask import HostRows, TokenSet, clear_token
 from .json_required import KeyContexts
 from .protocol import CompiledGrammar, GrammarError, GrammarMatcher
+from .tracking import TrackingMatcher
 from .unique_keys import decode_key
 from .vocabulary import Vocabulary
 
@@ -117,20 +118,14 @@ class RequiredKeysGrammar:
         return RequiredKeysMatcher(self, self.inner.matcher(), [self._start])
 
 
-class RequiredKeysMatcher:
+class RequiredKeysMatcher(TrackingMatcher):
     def __init__(self, grammar: RequiredKeysGrammar, inner: GrammarMatcher, states: list[State]) -> None:
-        self._grammar = grammar
-        self._inner = inner
-        self._states = states  # one per accepted token, after it; [0] = the start
+        super().__init__(grammar, inner, states)
         self._host = HostRows()
         self._open: tuple = (None, False)  # (a stack, whether an object on it misses a key): rebuilt per stack
         # (a stack, the tokens that would close an object missing a key from inside a string on
         # it): a string value takes many masks on one stack, and the answer is the stack's alone
         self._in_string: tuple = (None, [])
-
-    @property
-    def vocab_size(self) -> int:
-        return self._inner.vocab_size
 
     def _next(self, state: State, token_id: int) -> State | None:
         vocab = self._grammar.vocab
@@ -189,22 +184,6 @@ class RequiredKeysMatcher:
                 return i
         return limit
 
-    def rollback(self, num_tokens: int) -> None:
-        if num_tokens > len(self._states) - 1:
-            raise GrammarError(f"cannot roll back {num_tokens} tokens: only {len(self._states) - 1} accepted")
-        self._inner.rollback(num_tokens)
-        if num_tokens:
-            del self._states[-num_tokens:]
-
-    def is_accepting(self) -> bool:
-        return self._inner.is_accepting()
-
-    def is_terminated(self) -> bool:
-        return self._inner.is_terminated()
-
     def forced_bytes(self, max_bytes: int = 64) -> bytes:
         forced = self._inner.forced_bytes(max_bytes)
         return b"" if forced and _advance(self._states[-1], forced, self._grammar.contexts) is None else forced
-
-    def fork(self) -> "RequiredKeysMatcher":
-        return RequiredKeysMatcher(self._grammar, self._inner.fork(), list(self._states))

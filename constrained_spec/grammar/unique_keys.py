@@ -28,6 +28,7 @@ import torch
 from ..bitmask import HostRows, TokenSet, clear_token
 from .finite_keys import dead_key_tokens, extending, is_dead, key_prefix_tables, key_target
 from .protocol import CompiledGrammar, GrammarError, GrammarMatcher
+from .tracking import TrackingMatcher
 from .vocabulary import SortedTokens, Vocabulary, sorted_tokens
 
 __all__ = ["UniqueKeysGrammar", "UniqueKeysMatcher", "decode_key"]
@@ -240,11 +241,9 @@ class UniqueKeysGrammar:
         return UniqueKeysMatcher(self, self.inner.matcher(), [_START])
 
 
-class UniqueKeysMatcher:
+class UniqueKeysMatcher(TrackingMatcher):
     def __init__(self, grammar: UniqueKeysGrammar, inner: GrammarMatcher, states: list[State]) -> None:
-        self._grammar = grammar
-        self._inner = inner
-        self._states = states  # one per accepted token, after it; [0] = the start
+        super().__init__(grammar, inner, states)
         self._host = HostRows()  # the caller's bitmask as numpy words, kept while it is reused
         self._witnesses: dict = {}  # live keys found by finite_keys, checked again before a search
         # finite_keys' verdicts while one key is open: (the stack it was opened on, verdicts).
@@ -254,10 +253,6 @@ class UniqueKeysMatcher:
         # read): whether any key can repeat, and by where a string stands (in_string) the quoted
         # tokens that would close a key used on it (_duplicates): a few bits cleared a mask, not a scan
         self._stack_memo: tuple = (None, False, {})
-
-    @property
-    def vocab_size(self) -> int:
-        return self._inner.vocab_size
 
     def _next(self, state: State, token_id: int) -> State | None:
         if token_id == self._grammar.vocab.eos_token_id:
@@ -418,23 +413,7 @@ class UniqueKeysMatcher:
         finally:
             self._inner.rollback(len(before))
 
-    def rollback(self, num_tokens: int) -> None:
-        if num_tokens > len(self._states) - 1:
-            raise GrammarError(f"cannot roll back {num_tokens} tokens: only {len(self._states) - 1} accepted")
-        self._inner.rollback(num_tokens)
-        if num_tokens:
-            del self._states[-num_tokens:]
-
-    def is_accepting(self) -> bool:
-        return self._inner.is_accepting()
-
-    def is_terminated(self) -> bool:
-        return self._inner.is_terminated()
-
     def forced_bytes(self, max_bytes: int = 64) -> bytes:
         forced = self._inner.forced_bytes(max_bytes)
         # Forced text never closes a free key in practice; if it would repeat one, force nothing.
         return b"" if forced and _advance(self._states[-1], forced, self._grammar.plain_escapes) is None else forced
-
-    def fork(self) -> "UniqueKeysMatcher":
-        return UniqueKeysMatcher(self._grammar, self._inner.fork(), list(self._states))

@@ -27,13 +27,23 @@ __all__ = ["KeyContexts", "Released", "fixed_nodes"]
 _SKIPPED = ("enum", "const", "default", "examples", "$defs", "definitions")  # hold no schema applied here
 
 
+def _every_extra(node: dict) -> dict | None:
+    """The schema of every undeclared key's value (additionalProperties, where no pattern decides)."""
+    value = node.get("additionalProperties")
+    return value if isinstance(value, dict) and not node.get("patternProperties") else None
+
+
+def _every_item(node: dict) -> dict | None:
+    """The schema of every array element (items, where no tuple form numbers them)."""
+    value = node.get("items")
+    return value if isinstance(value, dict) and "prefixItems" not in node else None
+
+
 def _edges(node: dict, resolve: Callable[[str], dict | None]) -> tuple[list[dict], list[Any]]:
     """(the subschemas that apply wherever `node` applies or to every property/element of a
     given name, the subschemas whose application depends on the value)."""
     fixed: list[dict] = []
     chosen: list[Any] = []
-    patterns = isinstance(node.get("patternProperties"), dict) and bool(node["patternProperties"])
-    tuple_items = "prefixItems" in node or isinstance(node.get("items"), list)
     for key, value in node.items():
         if key in _SKIPPED:
             continue
@@ -45,9 +55,7 @@ def _edges(node: dict, resolve: Callable[[str], dict | None]) -> tuple[list[dict
             fixed += [v for v in value if isinstance(v, dict)]
         elif key == "properties" and isinstance(value, dict):
             fixed += [v for v in value.values() if isinstance(v, dict)]
-        elif key == "additionalProperties" and isinstance(value, dict) and not patterns:
-            fixed.append(value)
-        elif key == "items" and isinstance(value, dict) and not tuple_items:
+        elif (key == "additionalProperties" and value is _every_extra(node)) or (key == "items" and value is _every_item(node)):
             fixed.append(value)
         elif isinstance(value, dict):
             chosen.append(value)
@@ -135,18 +143,17 @@ class KeyContexts:
                 props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
                 if key in props:
                     values.append(props[key])
-                elif isinstance(node.get("additionalProperties"), dict) and not node.get("patternProperties"):
-                    values.append(node["additionalProperties"])
-            found = self._by_key[(context, key)] = self._intern(self._expand(values)) if context else 0
+                elif _every_extra(node) is not None:
+                    values.append(_every_extra(node))
+            found = self._by_key[(context, key)] = self._intern(self._expand(values))
         return found
 
     def of_item(self, context: int) -> int:
         """The context of every element of an array of `context`."""
         found = self._by_item.get(context)
         if found is None:
-            values = [n["items"] for n in self._nodes[context]
-                      if isinstance(n.get("items"), dict) and "prefixItems" not in n]
-            found = self._by_item[context] = self._intern(self._expand(values)) if context else 0
+            values = [_every_item(n) for n in self._nodes[context] if _every_item(n) is not None]
+            found = self._by_item[context] = self._intern(self._expand(values))  # context 0: no nodes, 0
         return found
 
 

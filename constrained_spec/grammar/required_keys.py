@@ -19,14 +19,13 @@ bytes of the literal frame text still to pass before the value. Immutable: rollb
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from functools import lru_cache
 
 import torch
 
 from ..bitmask import HostRows, TokenSet, clear_token
 from .json_required import KeyContexts
-from .protocol import CompiledGrammar, GrammarError, GrammarMatcher
+from .protocol import CompiledGrammar, GrammarMatcher
 from .tracking import TrackingMatcher
 from .unique_keys import decode_key
 from .vocabulary import Vocabulary
@@ -127,11 +126,10 @@ class RequiredKeysMatcher(TrackingMatcher):
         # it): a string value takes many masks on one stack, and the answer is the stack's alone
         self._in_string: tuple = (None, [])
 
-    def _next(self, state: State, token_id: int) -> State | None:
-        vocab = self._grammar.vocab
-        if token_id == vocab.eos_token_id or not 0 <= token_id < len(vocab.token_bytes) or vocab.token_bytes[token_id] is None:
-            return state
-        return _advance(state, vocab.token_bytes[token_id], self._grammar.contexts)
+    _refusal = "it would close a JSON object without one of its required keys"
+
+    def _step(self, state: State, data: bytes) -> State | None:
+        return _advance(state, data, self._grammar.contexts)
 
     def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
         self._inner.fill_bitmask(bitmask, row)
@@ -167,23 +165,3 @@ class RequiredKeysMatcher(TrackingMatcher):
             if _advance(state, token_bytes[token_id], contexts) is _MISSING:
                 clear_token(words, token_id)
         HostRows.store(bitmask, host, row)
-
-    def accept_token(self, token_id: int) -> None:
-        following = self._next(self._states[-1], int(token_id))
-        if following is None:
-            raise GrammarError(f"token {token_id} rejected: it would close a JSON object without one of its required keys")
-        self._inner.accept_token(token_id)
-        self._states.append(following)
-
-    def validate_tokens(self, token_ids: Sequence[int]) -> int:
-        limit = self._inner.validate_tokens(token_ids)
-        state = self._states[-1]
-        for i, token_id in enumerate(token_ids[:limit]):
-            state = self._next(state, int(token_id))
-            if state is None:
-                return i
-        return limit
-
-    def forced_bytes(self, max_bytes: int = 64) -> bytes:
-        forced = self._inner.forced_bytes(max_bytes)
-        return b"" if forced and _advance(self._states[-1], forced, self._grammar.contexts) is None else forced

@@ -27,7 +27,7 @@ import torch
 
 from ..bitmask import HostRows, TokenSet, clear_token
 from .finite_keys import dead_key_tokens, extending, is_dead, key_prefix_tables, key_target
-from .protocol import CompiledGrammar, GrammarError, GrammarMatcher
+from .protocol import CompiledGrammar, GrammarMatcher
 from .tracking import TrackingMatcher
 from .vocabulary import SortedTokens, Vocabulary, sorted_tokens
 
@@ -254,11 +254,10 @@ class UniqueKeysMatcher(TrackingMatcher):
         # tokens that would close a key used on it (_duplicates): a few bits cleared a mask, not a scan
         self._stack_memo: tuple = (None, False, {})
 
-    def _next(self, state: State, token_id: int) -> State | None:
-        if token_id == self._grammar.vocab.eos_token_id:
-            return state
-        data = self._grammar.vocab.token_bytes[token_id] if 0 <= token_id < len(self._grammar.vocab.token_bytes) else None
-        return state if data is None else _advance(state, data, self._grammar.plain_escapes)
+    _refusal = "it would repeat a key of its JSON object (or escape a key's character needlessly)"
+
+    def _step(self, state: State, data: bytes) -> State | None:
+        return _advance(state, data, self._grammar.plain_escapes)
 
     def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
         self._inner.fill_bitmask(bitmask, row)
@@ -382,26 +381,11 @@ class UniqueKeysMatcher(TrackingMatcher):
                 clear_token(words, token_id)
         return True
 
-    def accept_token(self, token_id: int) -> None:
-        following = self._next(self._states[-1], token_id)
-        if following is None:
-            raise GrammarError(f"token {token_id} rejected: it would repeat a key of its JSON object (or escape a key's character needlessly)")
-        self._inner.accept_token(token_id)
-        self._states.append(following)
-
-    def validate_tokens(self, token_ids: Sequence[int]) -> int:
-        limit = self._inner.validate_tokens(token_ids)
-        state = self._states[-1]
-        for i, token_id in enumerate(token_ids[:limit]):
-            following = self._next(state, token_id)
-            if following is None or (self._grammar.prefixes is not None and self._dead_at(state, token_ids[:i], token_id)):
-                return i
-            state = following
-        return limit
-
     def _dead_at(self, state: State, before: Sequence[int], token_id: int) -> bool:
         """Whether `token_id` after `before` (both checked) leads only to used keys, as the mask says."""
         plain, tables = self._grammar.plain_escapes, self._grammar.prefixes
+        if tables is None:  # every object admits a new key: none is dead
+            return False
         target = key_target(int(token_id), state, tables, lambda s, data: _advance(s, data, plain), self._grammar.finite_names)
         if target is None or (not target[1] and not self._grammar.finite_count):  # a `,` or a key just opened: one is left
             return False
@@ -412,8 +396,3 @@ class UniqueKeysMatcher(TrackingMatcher):
                            names=self._grammar.finite_names, known=self._grammar.known)
         finally:
             self._inner.rollback(len(before))
-
-    def forced_bytes(self, max_bytes: int = 64) -> bytes:
-        forced = self._inner.forced_bytes(max_bytes)
-        # Forced text never closes a free key in practice; if it would repeat one, force nothing.
-        return b"" if forced and _advance(self._states[-1], forced, self._grammar.plain_escapes) is None else forced

@@ -223,7 +223,7 @@ def _value(rng: random.Random, schema: dict):
     return {"string": lambda: rng.choice(["", "p", "qr"]), "integer": lambda: rng.randint(-3, 30), "boolean": lambda: rng.random() < 0.5}[schema["type"]]()
 
 
-def _objects_missing(value, schema: dict, out: list) -> list:
+def _objects_holding_required(value, schema: dict, out: list) -> list:
     """Paths to the objects in `value` holding a key their schema requires."""
     def visit(v, s, path):
         if isinstance(v, dict) and s.get("type") == "object":
@@ -262,7 +262,7 @@ def test_generated_schemas_match_jsonschema_in_any_key_order(smollm2_tokenizer, 
         for _ in range(6):
             value = _value(rng, plain)
             texts = [json.dumps(value, separators=(",", ":"))]
-            holders = _objects_missing(value, plain, [])
+            holders = _objects_holding_required(value, plain, [])
             if holders:
                 path, keys = rng.choice(holders)
                 texts.append(json.dumps(_dropped(value, path, rng.choice(keys)), separators=(",", ":")))

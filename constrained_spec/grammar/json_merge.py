@@ -328,7 +328,8 @@ def discriminated_conditions(node: dict) -> None:
     constants, `enum: [c_i]` alike) becomes one anyOf: an object with `K = c_i` and T_i for each
     i, or K none of them, or (where K is not required) K absent and every T_i (an `if` without
     `required` holds then; with `required: [K]` none does), or (where the node admits more than
-    objects) a non-object and every T_i (each `if` holds vacuously). GitHub's issue forms (six
+    objects) a non-object and every T_i (each `if` holds vacuously; none where each `if` also
+    says `type: object`, as v2ray's config does). GitHub's issue forms (six
     item kinds, K required) and minecraft's number providers (sixteen, K optional, numbers too):
     written as separate conditions, llguidance intersects their two-way choices, 2^n
     combinations, and refuses the schema as too large; our compiler built all 2^n, nearly all
@@ -338,10 +339,11 @@ def discriminated_conditions(node: dict) -> None:
     if not isinstance(members, list):
         return
     required = node.get("required") if isinstance(node.get("required"), list) else []
-    key, chosen, branches, rest, thens, demands = None, [], [], [], [], set()
+    key, chosen, branches, rest, thens, demands, typed = None, [], [], [], [], set(), set()
     for member in members:
         cond = member.get("if") if isinstance(member, dict) and not set(member) - {"if", "then"} - ANNOTATIONS else None
-        props = cond.get("properties") if isinstance(cond, dict) and not set(cond) - {"properties", "required"} - ANNOTATIONS else None
+        props = (cond.get("properties") if isinstance(cond, dict) and not set(cond) - {"properties", "required", "type"} - ANNOTATIONS
+                 and cond.get("type", "object") == "object" else None)
         if not (isinstance(props, dict) and len(props) == 1 and cond.get("required", [next(iter(props))]) == [next(iter(props))]):
             rest.append(member)
             continue
@@ -354,15 +356,16 @@ def discriminated_conditions(node: dict) -> None:
         chosen.append(const)
         thens.append(member.get("then", True))
         demands.add("required" in cond)
+        typed.add("type" in cond)  # `type: object` in the if: a non-object meets no `then`
         branches.append({"type": "object", "required": [name], "properties": {name: {"const": const}}, "allOf": [thens[-1]]})
-    if len(chosen) < 2 or len(demands) != 1:
+    if len(chosen) < 2 or len(demands) != 1 or len(typed) != 1:
         return
     branches.append({"type": "object", "required": [key], "properties": {key: {"not": {"enum": chosen}}}})
     if key not in required:
         absent = {"type": "object", "properties": {key: False}}
         branches.append(absent if demands == {True} else {**absent, "allOf": thens})
     if node.get("type") != "object":
-        branches.append({"type": ["null", "boolean", "number", "string", "array"], "allOf": thens})
+        branches.append({"type": ["null", "boolean", "number", "string", "array"], **({} if typed == {True} else {"allOf": thens})})
     node["allOf"] = [*rest, {"anyOf": branches}]
 
 

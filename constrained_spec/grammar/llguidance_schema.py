@@ -1055,9 +1055,11 @@ def _names_as_properties(node: dict, closed_objects: bool = False, deref: Callab
     extra, props = node.get("additionalProperties", False if closed_objects else True), node.get("properties", {})
     if names == {} or names is True:
         return {k: v for k, v in node.items() if k != "propertyNames"}
-    if not isinstance(names, dict) or node.get("patternProperties") or not isinstance(extra, (bool, dict)) or not isinstance(props, dict):
+    if not isinstance(names, dict) or not isinstance(extra, (bool, dict)) or not isinstance(props, dict):
         return node
     values = enum_values(names) if set(names) in ({"enum"}, {"const"}) else None  # both: their intersection, left
+    if node.get("patternProperties"):
+        return _listed_names_with_patterns(node, values, extra, props)
     pattern = _name_pattern(names) if values is None else None
     if values is None and pattern is None or values is not None and not all(isinstance(v, str) for v in values):
         return node
@@ -1074,6 +1076,29 @@ def _names_as_properties(node: dict, closed_objects: bool = False, deref: Callab
         if extra is not True and any(sub is not False for sub in out["properties"].values()):
             return node  # the pattern's schema would apply to listed names too
         out["patternProperties"], out["additionalProperties"] = {pattern: extra}, False
+    return out
+
+
+def _listed_names_with_patterns(node: dict, values: list | None, extra: Any, props: dict) -> dict:
+    """propertyNames listing its names beside patternProperties: every listed name becomes a
+    declared key whose value meets its own schema and every pattern it matches (undeclared and
+    matching none: additionalProperties'); no other key. Left as it is (llguidance refuses)
+    where the names are not a list of strings or a pattern does not compile."""
+    patterns = node["patternProperties"]
+    if values is None or not isinstance(patterns, dict) or not all(isinstance(v, str) for v in values):
+        return node
+    try:
+        compiled = [(re.compile(pattern), sub) for pattern, sub in patterns.items()]
+    except (re.error, TypeError):
+        return node
+    listed = dict.fromkeys(values)
+    out = {k: v for k, v in node.items() if k not in ("propertyNames", "patternProperties")}
+    out["properties"] = {name: False for name in props}  # declared first, in their order
+    for name in listed:
+        parts = [props[name]] if name in props else []
+        parts += [sub for pattern, sub in compiled if pattern.search(name)]
+        out["properties"][name] = extra if not parts else parts[0] if len(parts) == 1 else {"allOf": parts}
+    out["additionalProperties"] = False
     return out
 
 

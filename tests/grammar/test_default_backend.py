@@ -549,6 +549,14 @@ NAMES_AND_COUNTS = [  # llguidance refuses propertyNames, and minProperties next
     ({"type": "object", "propertyNames": {"maxLength": 2}, "additionalProperties": {"type": "integer"}}, ["{}", '{"ab":1}', '{"abc":1}', '{"a":"x"}']),
     ({"type": "object", "propertyNames": {"enum": ["a", "b"]}, "properties": {"a": {"type": "string"}, "c": {}}},
      ['{"a":"x"}', '{"b":[]}', '{"c":1}', '{"a":1}', '{"d":1}']),
+    # golangci-lint's govet settings (listed names beside a pattern; was our Lark path, 9 s)
+    ({"type": "object", "propertyNames": {"enum": ["a", "b", "cd"]}, "patternProperties": {"^.*$": {"type": "object"}}},
+     ["{}", '{"a":{}}', '{"a":1}', '{"e":{}}', '{"b":{"x":1},"cd":{}}']),
+    ({"type": "object", "propertyNames": {"enum": ["a", "b", "c"]}, "properties": {"a": {"maximum": 3}, "z": {}},
+      "patternProperties": {"^[ab]": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+     ['{"a":2}', '{"a":5}', '{"a":"x"}', '{"b":7}', '{"b":"x"}', '{"c":"x"}', '{"c":1}', '{"z":1}', '{"d":"x"}']),
+    ({"type": "object", "propertyNames": {"enum": ["a", "b"]}, "patternProperties": {"^a": {}}, "additionalProperties": False},
+     ['{"a":1}', '{"b":1}', "{}"]),
     ({"type": "object", "propertyNames": {"format": "uuid"}}, ['{"123e4567-e89b-12d3-a456-426614174000":1}', '{"x":1}']),
     ({"type": "object", "propertyNames": {"$ref": "#/$defs/key"}, "additionalProperties": {"enum": [1, 2]}, "$defs": {"key": {"type": "string", "pattern": "^k[0-9]$"}}},
      ['{"k1":1}', '{"k1":3}', '{"kk":1}', '{"k1":1,"k2":2}']),
@@ -845,6 +853,10 @@ def test_conditions_on_single_value_enums_are_discriminated_too():
         node = json.loads(json.dumps(schema))
         discriminated_conditions(node)
         assert len(node["allOf"]) == 1 and len(node["allOf"][0]["anyOf"]) == 3 + 3  # 3 kinds; another kind, no kind, non-objects
+    typed = {"allOf": [{**m, "if": {**m["if"], "type": "object"}} for m in _KINDS["allOf"]]}
+    node = json.loads(json.dumps(typed))
+    discriminated_conditions(node)
+    assert "allOf" not in node["allOf"][0]["anyOf"][-1]  # non-objects: no then applies
     mixed = {"allOf": [_KINDS["allOf"][0], {**_KINDS["allOf"][1], "if": {"properties": {"kind": {"enum": ["b", "c"]}}}}]}
     node = json.loads(json.dumps(mixed))
     discriminated_conditions(node)  # a two-value enum is not one constant: left as written
@@ -857,6 +869,10 @@ def test_conditions_on_single_value_enums_are_discriminated_too():
     {**_KINDS, "type": "object", "required": ["kind"]},  # K required (GitHub's issue forms)
     {"allOf": [{**m, "if": {**m["if"], "required": ["kind"]}} for m in _KINDS["allOf"]]},  # each if requires K
     _KINDS_BY_ENUM,  # `enum: [c]` for `const: c` (jfrog-pipelines)
+    # each if says `type: object` (v2ray's config; 7.6 s natively, as separate conditions
+    # llguidance found the schema too large): a non-object meets no then
+    {"allOf": [{**m, "if": {**m["if"], "type": "object", "required": ["kind"]}} for m in _KINDS["allOf"]]},
+    {"allOf": [{**m, "if": {**m["if"], "type": "object"}} for m in _KINDS["allOf"]]},
 ])
 @pytest.mark.parametrize("backend", ["default", "native"])
 def test_discriminated_conditions_as_one_choice(schema, backend):

@@ -26,7 +26,7 @@ key, later nodes move all. Moved keys of one node with the same schema share one
 definition) moves only what every family lets it. Nothing moves next to
 min/max/unevaluatedProperties or where a reference cannot be followed, nor inside the value of a
 key two merged members declare (llguidance merges those values, patterns included, and refuses
-overlapping ones: jfrog-pipelines). A closed object
+overlapping ones: jfrog-pipelines), nor in what such a value references. A closed object
 (`additionalProperties: false`, as `closed_objects` makes every object) moves only where its
 key count tells when it is full (see `_counted`): it gets `maxProperties` = its key count, as
 llguidance would otherwise still offer a `,` once every patterned key is used, and only
@@ -254,9 +254,9 @@ class _Planner:
         strict = declared <= every and any(m.get("additionalProperties", True) is False for m in members)
         if required - declared or strict:
             required = every
-        for m in members:  # llguidance merges their values too: nothing moves inside them (two members'
+        for m in members:  # llguidance merges their values too: nothing moves inside them, nor in what
             for name in twice & (set(m["properties"]) if isinstance(m.get("properties"), dict) else set()):
-                self.frozen.add(id(m["properties"][name]))  # moved keys could meet in overlapping patterns)
+                self._freeze(m["properties"][name])  # they reference (moved keys could meet in overlapping patterns)
         try:
             patterns = [re.compile(p) for m in members if isinstance(m.get("patternProperties"), dict) for p in m["patternProperties"]]
         except (re.error, TypeError):
@@ -300,6 +300,19 @@ class _Planner:
             keeps[counted] = sizes[counted]
         for m, keep in zip(members, keeps):
             self._limit(m, keep)
+
+    def _freeze(self, value: Any) -> None:
+        """No key moves in `value`, in any node under it, nor in what their references reach
+        (minecraft-predicate: two `predicate` keys referencing definitions that share keys)."""
+        todo = [value]
+        while todo:
+            node = todo.pop()
+            if not isinstance(node, dict) or id(node) in self.frozen:
+                continue
+            self.frozen.add(id(node))
+            todo += _children(node)
+            if isinstance(node.get("$ref"), str):
+                todo.append(self.resolve(node["$ref"]))
 
     def _flat(self, node: dict, seen: frozenset = frozenset()) -> list[dict]:
         """The family's nodes reachable without references."""

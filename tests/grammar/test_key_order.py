@@ -196,3 +196,21 @@ def test_nothing_moves_inside_a_property_two_merged_members_declare():
     compile_llguidance("json_schema", reordered, Vocabulary([bytes([i]) for i in range(256)] + [None], 256))  # raises if refused
     values = [{**m.get("properties", {}), **m.get("patternProperties", {})} for m in reordered["allOf"]]
     assert all("patternProperties" not in (v.get("c") or v[exact_key("c")]) for v in values)
+
+
+def test_nothing_moves_in_what_a_merged_value_references():
+    """The same through references (minecraft-predicate's `predicate`: each condition's value a
+    `$ref` to a definition sharing keys with the others): keys inside the referenced definitions
+    stay declared, so llguidance takes the reordered schema and the rest of it (`a`, `b`) moves."""
+    from constrained_spec.grammar import Vocabulary
+    from constrained_spec.grammar.llguidance_backend import compile_llguidance
+    from constrained_spec.grammar.llguidance_schema import llguidance_schema
+
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+              "allOf": [{"properties": {"c": {"$ref": "#/$defs/one"}}}, {"properties": {"c": {"$ref": "#/$defs/two"}}}],
+              "$defs": {"one": {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}}},
+                        "two": {"type": "object", "properties": {"x": {"type": "integer"}, "z": {"type": "integer"}}}}}
+    reordered = any_order(llguidance_schema(schema, closed_objects=False))
+    compile_llguidance("json_schema", reordered, Vocabulary([bytes([i]) for i in range(256)] + [None], 256))  # raises if refused
+    assert "patternProperties" not in reordered["$defs"]["one"] and "patternProperties" not in reordered["$defs"]["two"]
+    assert "a" not in reordered.get("properties", {})  # the root's own keys moved

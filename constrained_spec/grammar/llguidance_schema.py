@@ -363,6 +363,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
     visits = 0  # rewrite calls so far (MAX_REWRITE_NODES)
     known = VALIDATION | STRUCTURAL | ANNOTATIONS
     checks = _Translator(schema, "compact")
+    evaluating = "unevaluatedProperties" in json.dumps(schema)  # a declared key counts as evaluated there
 
     def disjoint(options: list, siblings: dict) -> bool:
         try:
@@ -634,6 +635,8 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         _listed_patterns_as_properties(out)
         _pattern_twins_as_true(out)
         _subsumed_names_skipped(out, checks.deref)
+        if not (closed_objects or evaluating):
+            _required_keys_declared(out)
         discriminated_conditions(out)
         conditions = _dependencies_as_conditions(out)  # llguidance has neither, nor `not`:
         conditions += _property_counts_as_key_sets(out) + _open_property_counts_as_key_sets(out) + _min_properties_as_condition(out)
@@ -1036,6 +1039,28 @@ def _min_properties_as_condition(node: dict) -> list[Any]:
         return []  # the required keys already count that many
     none = {"properties": dict.fromkeys(optional, False), "minProperties": least}
     return [{"anyOf": [*({"required": [name]} for name in optional), none]}]
+
+
+def _required_keys_declared(node: dict) -> None:
+    """A required key the node does not declare, declared with the schema the node gives it
+    anyway (`true` where one of its patterns matches it: llguidance applies those to declared
+    keys too; else its additionalProperties): the same language. llguidance writes an undeclared
+    required key before every pattern, so a family holding one kept its schema's order; declared,
+    it moves like any other (json_key_order, json_required). Not where propertyNames constrains
+    it or a pattern does not compile here. The caller skips closed objects (declaring would open
+    them) and schemas with unevaluatedProperties (a declared key counts as evaluated)."""
+    required, props, patterns = node.get("required"), node.get("properties", {}), node.get("patternProperties", {})
+    if not isinstance(required, list) or not isinstance(props, dict) or not isinstance(patterns, dict) or "propertyNames" in node:
+        return
+    missing = [k for k in dict.fromkeys(k for k in required if isinstance(k, str)) if k not in props]
+    if not missing:
+        return
+    try:
+        compiled = [re.compile(pattern) for pattern in patterns]
+    except (re.error, TypeError, RecursionError):
+        return
+    extra = node.get("additionalProperties", True)
+    node["properties"] = {**props, **{k: True if any(c.search(k) for c in compiled) else extra for k in missing}}
 
 
 def _names_as_properties(node: dict, closed_objects: bool = False, deref: Callable[[Any], Any] = lambda s: s) -> dict:

@@ -139,7 +139,8 @@ def test_choices_and_strict_objects_keep_schema_order():
     """A node under anyOf is not fixed (which branch holds depends on the value): its required
     keys stay declared, and with them the keys declared before them (the root's `d`). Where every declared key is required (OpenAI strict tools) nothing
     moves: the keys stay forced text. A required key no member declares keeps the family's
-    required keys declared (llguidance writes it before every pattern)."""
+    required keys declared (llguidance writes it before every pattern; llguidance_schema declares
+    such keys where it can: test_required_keys_no_property_declares)."""
     branch = {"properties": {"a": {}, "b": {}}, "required": ["a"]}
     schema = {"type": "object", "anyOf": [branch, {"properties": {"c": {}}}], "properties": {"d": {}, "e": {}}, "required": ["d"]}
     fixed = fixed_nodes(schema, lambda ref: None)
@@ -154,6 +155,44 @@ def test_choices_and_strict_objects_keep_schema_order():
     released = Released()
     any_order(undeclared, released)
     assert not released.freed
+
+
+UNDECLARED = [  # required keys the node does not declare (llguidance_schema._required_keys_declared):
+    # (schema, texts, whether every valid text is accepted: keys in any order)
+    ({"type": "object", "properties": {"colors": {"enum": ["dark", "light"]}}, "required": ["color"]},  # JSONSchemaBench's o27044
+     [*_permutations(['"colors":"dark"', '"color":"red"']), '{"colors":"dark"}', '{"color":[1]}', '{"colors":"x","color":1}'], True),
+    ({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["n"], "additionalProperties": {"type": "integer"}},
+     [*_permutations(['"a":"x"', '"n":1']), '{"a":"x","n":"y"}', '{"n":2,"m":3}', '{"n":2,"m":"z"}', '{"a":"x"}'], True),
+    ({"type": "object", "allOf": [{"required": ["b"]}], "properties": {"a": {}}, "unevaluatedProperties": {"type": "string"}},
+     ['{"b":"x"}', '{"b":1}', '{"a":1,"b":"s"}', '{"b":"s","a":1}', '{"a":1}'], True),  # b stays unevaluated: a string
+    # closed, every key required: schema order (strict tools)
+    ({"type": "object", "properties": {"a": {}}, "patternProperties": {"^n": {"type": "integer"}}, "additionalProperties": False,
+      "required": ["a", "n1"]}, [*_permutations(['"a":0', '"n1":1']), '{"a":0,"n1":"x"}', '{"n1":1}', '{"a":0,"n1":1,"b":2}'], False),
+    # required by the root, declared by a part (not the node's own): the family's order
+    ({"type": "object", "allOf": [{"properties": {"a": {"type": "integer"}}}], "properties": {"b": {}}, "required": ["a", "c"]},
+     [*_permutations(['"a":1', '"b":0', '"c":null']), '{"a":"x","c":1}', '{"a":1,"b":0}'], False),
+    # required in a branch (not fixed); llguidance writes the branch's keys first
+    ({"type": "object", "anyOf": [{"required": ["p"]}, {"required": ["q"]}], "properties": {"r": {"type": "integer"}}},
+     ['{"r":1,"p":0}', '{"p":0,"r":1}', '{"q":0,"r":1}', '{"r":1}', '{"p":0,"r":"x"}'], False),
+    # propertyNames constrains names: left undeclared (written first)
+    ({"type": "object", "propertyNames": {"maxLength": 3}, "required": ["abc"]}, ['{"abc":1}', '{"ab":1,"abc":2}', '{"abc":1,"abcd":1}', '{"ab":1}'], False),
+]
+
+
+@pytest.mark.parametrize("schema, texts, any_order_expected", UNDECLARED, ids=range(len(UNDECLARED)))
+def test_required_keys_no_property_declares(schema, texts, any_order_expected, smollm2_tokenizer, smollm2_vocab):
+    """Declared with the schema the node gives them anyway (its patterns', else its
+    additionalProperties'), they move like declared keys: every order of a valid object is
+    accepted where the node is fixed and the key its own. Never an invalid text accepted
+    (jsonschema judges): not a key propertyNames constrains, nor one unevaluatedProperties
+    would see as evaluated once declared."""
+    validator = jsonschema.Draft202012Validator(schema)
+    compiled = compile_json_schema(schema, smollm2_vocab)
+    verdicts = [(text, validator.is_valid(json.loads(text)), _accepts(compiled, smollm2_tokenizer, smollm2_vocab, text)) for text in texts]
+    assert not [text for text, valid, accepted in verdicts if accepted and not valid]
+    assert any(accepted for _, _, accepted in verdicts) and not all(valid for _, valid, _ in verdicts)
+    if any_order_expected:
+        assert [text for text, valid, accepted in verdicts if valid and not accepted] == []
 
 
 # ---- a generated family -----------------------------------------------------------------------

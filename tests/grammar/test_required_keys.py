@@ -13,7 +13,9 @@ Checked on the real tokenizer (SmolLM2), every walk judged by jsonschema:
     same with one required key dropped at a random depth;
     acceptance (EOS only at the end) equals jsonschema on every text, the mask agrees with
     validate_tokens at every step and is never empty on a valid prefix. Without the tracker
-    the same family accepts invalid texts (checked, so the test can fail).
+    the same family accepts invalid texts (checked, so the test can fail);
+  - required keys no property declares (declared with the node's additionalProperties): hand-
+    written shapes, and the family again with open objects requiring `zz` (random.Random(11)).
 """
 
 from __future__ import annotations
@@ -249,7 +251,7 @@ def _value(rng: random.Random, schema: dict):
         keys = [k for k in schema["properties"] if k in required or rng.random() < 0.5]
         out = {k: _value(rng, schema["properties"][k]) for k in keys}
         extra = schema.get("additionalProperties", True)
-        if extra is not False and rng.random() < 0.3:
+        if extra is not False and ("zz" in required or rng.random() < 0.3):
             out["zz"] = rng.randint(0, 9) if extra is not True else "w"
         items = list(out.items())
         if not (extra is False and set(schema["properties"]) <= set(required)):  # strict objects keep schema order
@@ -317,3 +319,45 @@ def test_generated_schemas_match_jsonschema_in_any_key_order(smollm2_tokenizer, 
     assert not problems, "\n".join(problems[:10])
     assert stats["tracked"] >= 20 and stats["valid"] >= 200, stats  # the family exercises the tracker
     assert stats["invalid accepted without the tracker"] >= 10, stats  # the tracker is what refuses them
+
+
+def _undeclared_required(rng: random.Random, node: dict) -> dict:
+    """`node` (an _object_schema) where some open objects also require the undeclared key `zz`."""
+    props = {k: _undeclared_required(rng, v) if v.get("type") == "object" else
+             {**v, "items": _undeclared_required(rng, v["items"])} if v.get("type") == "array" else v
+             for k, v in node["properties"].items()}
+    out = {**node, "properties": props}
+    if node.get("additionalProperties", True) is not False and rng.random() < 0.5:
+        out["required"] = [*node.get("required", []), "zz"]
+    return out
+
+
+def test_generated_schemas_with_undeclared_required_keys(smollm2_tokenizer, smollm2_vocab):
+    """The generated family above where open objects also require `zz`, a key no property
+    declares (declared by llguidance_schema with the node's additionalProperties): valid values
+    in shuffled key order and the same with one required key dropped (often `zz`), acceptance
+    equal to jsonschema's on every text (random.Random(11), 40 schemas x 6 values)."""
+    rng = random.Random(11)
+    problems, counts = [], {"texts": 0, "valid": 0, "with zz": 0}
+    for _ in range(40):
+        plain = _undeclared_required(rng, _object_schema(rng, 0))
+        schema = _wrapped(rng, plain)
+        compiled = compile_json_schema(schema, smollm2_vocab)
+        validator = jsonschema.Draft202012Validator(schema)
+        for _ in range(6):
+            value = _value(rng, plain)
+            texts = [json.dumps(value, separators=(",", ":"))]
+            holders = _objects_holding_required(value, plain, [])
+            if holders:
+                path, keys = rng.choice(holders)
+                texts.append(json.dumps(_dropped(value, path, rng.choice(keys)), separators=(",", ":")))
+            for text in texts:
+                valid = validator.is_valid(json.loads(text))
+                counts["texts"] += 1
+                counts["valid"] += valid
+                counts["with zz"] += '"zz"' in text
+                if _accepts(compiled, smollm2_tokenizer, smollm2_vocab, text) != valid:
+                    problems.append(f"{json.dumps(schema)}: {text} valid={valid}")
+    print(counts)
+    assert not problems, "\n".join(problems[:10])
+    assert counts["valid"] >= 150 and counts["texts"] - counts["valid"] >= 50 and counts["with zz"] >= 60, counts

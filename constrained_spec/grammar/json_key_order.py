@@ -163,20 +163,32 @@ class _Planner:
         self.merged: set[str] = set()  # keys declared by two members of one family
         self.fixed: set[int] = set()  # ids of the nodes whose required keys may move (json_required.py)
         self.frozen: set[int] = set()  # ids of their values: no key moves anywhere inside them
+        self.lent: dict[int, dict[str, list[dict]]] = {}  # fixed node -> its required key -> the members declaring it
 
     def signature(self, schema: Any) -> str | None:
         if id(schema) not in self._signatures:
             self._signatures[id(schema)] = _signature(schema)
         return self._signatures[id(schema)]
 
-    def freeable(self, node: dict, key: str, twice: set[str]) -> bool:
+    def freeable(self, node: dict, key: str, twice: set[str], declarers: dict[str, dict]) -> bool:
         """Whether `node`'s required `key` may move: the node is fixed (the required-keys tracker
-        knows every object it applies to), declares the key itself (alone in its family) with a
-        satisfiable schema, and bounds no key names (a required key it leaves unwritable would
-        keep an object open forever)."""
-        props = node.get("properties")
-        return (id(node) in self.fixed and isinstance(props, dict) and key in props and props[key] is not False
-                and key not in twice and "propertyNames" not in node)
+        knows every object it applies to), one member of the family declares the key (the node
+        itself, its `$ref` target, an allOf part: `declarers`) with a satisfiable schema, and
+        neither bounds key names (a required key left unwritable would keep an object open
+        forever). Where another member declares it, that member's move frees it (`lent`)."""
+        owner = declarers.get(key)
+        if (id(node) not in self.fixed or owner is None or key in twice or owner["properties"][key] is False
+                or "propertyNames" in node or "propertyNames" in owner):
+            return False
+        if owner is not node:
+            self.lent.setdefault(id(node), {}).setdefault(key, []).append(owner)
+        return True
+
+    def moves(self, node: dict, key: str) -> bool:
+        """Whether the plan moves `node`'s declared `key` to a pattern."""
+        keep = self.keep.get(id(node))
+        names = list(node["properties"])
+        return keep is not None and id(node) not in self.frozen and key in names[keep:]
 
     def resolve(self, ref: str) -> dict | None:
         """The node a local JSON-pointer `$ref` names in `spec` (the very object: planning is by
@@ -239,14 +251,16 @@ class _Planner:
     def _plan_way(self, members: list[dict]) -> None:
         declared: set[str] = set()
         twice: set[str] = set()
+        declarers: dict[str, dict] = {}
         for m in members:  # a key two members declare keeps a pattern of its own (llguidance merges equal patterns only)
             names = set(m["properties"]) if isinstance(m.get("properties"), dict) else set()
             twice |= declared & names
             declared |= names
+            declarers.update((name, m) for name in names)
         self.merged |= twice
         every = {k for m in members if isinstance(m.get("required"), list) for k in m["required"] if isinstance(k, str)}
         required = {k for m in members if isinstance(m.get("required"), list) for k in m["required"]
-                    if isinstance(k, str) and not self.freeable(m, k, twice)}
+                    if isinstance(k, str) and not self.freeable(m, k, twice, declarers)}
         # none moves where llguidance writes a required undeclared key (before every pattern), and
         # in a closed object whose declared keys are all required (OpenAI's strict tools): there
         # they stay in schema order, forced text the forced proposer drafts at no model cost
@@ -405,15 +419,17 @@ def any_order(spec: Any, released: Released | None = None) -> Any:
             if isinstance(out.get(k), dict):
                 out[k] = {name: rebuild(v, (*old, k, name), (*new, k, name), frozen) for name, v in out[k].items()
                           if k != "properties" or name in staying}  # moved keys are rebuilt below
-        if not moved:
-            return out
         if released is not None and id(node) in planner.fixed and isinstance(node.get("required"), list):
-            freed = frozenset(k for k in node["required"] if isinstance(k, str) and k in moved)
+            lent = planner.lent.get(id(node), {})
+            freed = frozenset(k for k in node["required"] if isinstance(k, str) and (
+                k in moved or any(planner.moves(owner, k) for owner in lent.get(k, ()))))
             if freed:  # enforced by the tracker from here on
                 released.freed[id(node)] = freed
                 out["required"] = [k for k in node["required"] if k not in freed]
                 if not out["required"]:
                     del out["required"]
+        if not moved:
+            return out
         own: dict[str, Any] = {}  # exact pattern -> schema
         shared: dict[str, tuple[list[str], Any]] = {}  # signature -> (keys, their schema)
         for name in moved:

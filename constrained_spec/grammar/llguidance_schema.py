@@ -1041,18 +1041,44 @@ def _min_properties_as_condition(node: dict) -> list[Any]:
     return [{"anyOf": [*({"required": [name]} for name in optional), none]}]
 
 
+_OTHER_DECLARERS = {"propertyNames", "$ref", "if", "then", "else", "dependencies", "dependentSchemas"}
+_PARTS = ("allOf", "anyOf", "oneOf")
+
+
+def _declared_in_parts(node: dict) -> set[str] | None:
+    """The keys the node's allOf/anyOf/oneOf parts declare (through their own parts), None where
+    a part could declare more than it shows (a `$ref`, a condition)."""
+    names: set[str] = set()
+    todo = [part for k in _PARTS if isinstance(node.get(k), list) for part in node[k]]
+    while todo:
+        part = todo.pop()
+        if not isinstance(part, dict):
+            continue
+        if set(part) & _OTHER_DECLARERS - {"propertyNames"}:
+            return None
+        if isinstance(part.get("properties"), dict):
+            names |= set(part["properties"])
+        todo += [sub for k in _PARTS if isinstance(part.get(k), list) for sub in part[k]]
+    return names
+
+
 def _required_keys_declared(node: dict) -> None:
     """A required key the node does not declare, declared with the schema the node gives it
     anyway (`true` where one of its patterns matches it: llguidance applies those to declared
     keys too; else its additionalProperties): the same language. llguidance writes an undeclared
     required key before every pattern, so a family holding one kept its schema's order; declared,
     it moves like any other (json_key_order, json_required). Not where propertyNames constrains
-    it or a pattern does not compile here. The caller skips closed objects (declaring would open
+    it, a pattern does not compile here, or another member of its family declares it or may (a
+    part or branch that does, a `$ref` or condition beside: a key two members declare stays in
+    schema order; json_key_order frees one that another member declares). The caller skips closed objects (declaring would open
     them) and schemas with unevaluatedProperties (a declared key counts as evaluated)."""
     required, props, patterns = node.get("required"), node.get("properties", {}), node.get("patternProperties", {})
-    if not isinstance(required, list) or not isinstance(props, dict) or not isinstance(patterns, dict) or "propertyNames" in node:
+    if not isinstance(required, list) or not isinstance(props, dict) or not isinstance(patterns, dict) or set(node) & _OTHER_DECLARERS:
         return
-    missing = [k for k in dict.fromkeys(k for k in required if isinstance(k, str)) if k not in props]
+    in_parts = _declared_in_parts(node)
+    if in_parts is None:
+        return
+    missing = [k for k in dict.fromkeys(k for k in required if isinstance(k, str)) if k not in props and k not in in_parts]
     if not missing:
         return
     try:

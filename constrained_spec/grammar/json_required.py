@@ -8,9 +8,11 @@ refuses the `}` that would close one without its required keys. That tracker mus
 node an object is validated against whose required keys moved, from the bytes alone, so they may
 move only on *fixed* nodes: reached from the root along edges that hold for every value where
 they apply (`$ref`, `allOf`, `properties`, `additionalProperties` where no pattern decides,
-`items` for every element) and along no other edge (anyOf/oneOf branches, conditions, `not`,
-patterns, tuple items, `contains`: which of those hold depends on the value). A node also reached
-through such an edge is not fixed.
+`items` for every element, an anyOf/oneOf branch that holds wherever it can apply: the only
+branch, or the only one admitting objects (arrays), admitting nothing else and saying nothing of
+the other container: `_typed_branches`) and along no other edge
+(other anyOf/oneOf branches, conditions, `not`, patterns, tuple items, `contains`: which of those
+hold depends on the value). A node also reached through such an edge is not fixed.
 
 Contexts: the fixed nodes one value is validated against (a node with its `$ref` and `allOf`
 parts), interned as small ints; 0 is the empty context (nothing tracked below it).
@@ -39,13 +41,81 @@ def _every_item(node: dict) -> dict | None:
     return value if isinstance(value, dict) and "prefixItems" not in node else None
 
 
+# what the fixed walk and the tracker read of a node, by the kind of value it is for
+_READS = {"object": ("properties", "additionalProperties", "patternProperties", "required"), "array": ("items", "prefixItems")}
+
+
+def _kinds(node: Any, resolve: Callable[[str], dict | None], depth: int = 0) -> set[str] | None:
+    """The JSON types a schema node admits at most, read from its `type`, `enum`/`const` or the
+    target of a lone `$ref`; None where it does not say (any type)."""
+    if node is False:
+        return set()
+    if not isinstance(node, dict) or depth > 8:
+        return None
+    kinds = node.get("type")
+    if isinstance(kinds, str):
+        return {kinds}
+    if isinstance(kinds, list) and all(isinstance(k, str) for k in kinds):
+        return set(kinds)
+    values = node["enum"] if isinstance(node.get("enum"), list) else [node["const"]] if "const" in node else None
+    if values is not None:
+        return {"object" if isinstance(v, dict) else "array" if isinstance(v, list) else "scalar" for v in values}
+    if isinstance(node.get("$ref"), str):
+        target = resolve(node["$ref"])
+        return _kinds(target, resolve, depth + 1) if target is not None else None
+    return None
+
+
+def _reads_only(branch: dict, kind: str, resolve: Callable[[str], dict | None]) -> bool:
+    """Whether `branch`, its references, parts and branches say nothing the tracker reads for
+    the other kind of container (so a context holding it is right for both)."""
+    other = _READS["array" if kind == "object" else "object"]
+    parts, seen = [branch], set()
+    while parts:
+        part = parts.pop()
+        if not isinstance(part, dict) or id(part) in seen:
+            continue
+        seen.add(id(part))
+        if any(k in part for k in other):
+            return False
+        parts += [resolve(part["$ref"])] if isinstance(part.get("$ref"), str) else []
+        parts += [sub for k in ("allOf", "anyOf", "oneOf") if isinstance(part.get(k), list) for sub in part[k]]
+    return True
+
+
+def _typed_branches(node: dict, resolve: Callable[[str], dict | None]) -> list[dict]:
+    """The anyOf/oneOf branches that hold wherever they can apply: the only branch there is; the
+    only one admitting objects (arrays) where it admits nothing else and says nothing of arrays
+    (objects). Every object (array) meeting `node` meets that branch, and it cannot apply to any
+    other value. Empty where neither holds."""
+    keys = [k for k in ("anyOf", "oneOf") if isinstance(node.get(k), list)]
+    if len(keys) != 1 or not all(isinstance(b, (dict, bool)) for b in node[keys[0]]):
+        return []
+    branches = node[keys[0]]
+    if len(branches) == 1:
+        return [branches[0]] if isinstance(branches[0], dict) else []
+    kinds = [_kinds(b, resolve) for b in branches]
+    found = []
+    for kind in ("object", "array"):
+        admitting = [i for i, k in enumerate(kinds) if k is None or kind in k]
+        if len(admitting) == 1 and kinds[admitting[0]] == {kind} and isinstance(branches[admitting[0]], dict) \
+                and _reads_only(branches[admitting[0]], kind, resolve):
+            found.append(branches[admitting[0]])
+    return found
+
+
 def _edges(node: dict, resolve: Callable[[str], dict | None]) -> tuple[list[dict], list[Any]]:
     """(the subschemas that apply wherever `node` applies or to every property/element of a
     given name, the subschemas whose application depends on the value)."""
     fixed: list[dict] = []
     chosen: list[Any] = []
+    typed = _typed_branches(node, resolve)
+    fixed += typed
     for key, value in node.items():
         if key in _SKIPPED:
+            continue
+        if key in ("anyOf", "oneOf") and typed:
+            chosen += [v for v in value if isinstance(v, dict) and all(v is not b for b in typed)]
             continue
         if key == "$ref":
             target = resolve(value) if isinstance(value, str) else None
@@ -123,6 +193,7 @@ class KeyContexts:
                     todo.append(target)
             if isinstance(node.get("allOf"), list):
                 todo += [p for p in node["allOf"] if isinstance(p, dict)]
+            todo += _typed_branches(node, self._resolve)
         return out
 
     def _intern(self, nodes: dict[int, dict]) -> int:

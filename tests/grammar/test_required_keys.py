@@ -365,3 +365,85 @@ def test_generated_schemas_with_undeclared_required_keys(smollm2_tokenizer, smol
     print(counts)
     assert not problems, "\n".join(problems[:10])
     assert counts["valid"] >= 150 and counts["texts"] - counts["valid"] >= 50 and counts["with zz"] >= 60, counts
+
+
+TYPED_BRANCHES = [  # anyOf/oneOf branches that hold wherever they can apply (json_required._typed_branches)
+    # the only object branch, the only array branch (JSONSchemaBench's o59186: an assertion or a list of them)
+    ({"type": "object", "properties": {"allow": {"oneOf": [{"$ref": "#/$defs/one"}, {"type": "array", "items": {"$ref": "#/$defs/one"}}]}},
+      "$defs": {"one": {"type": "object", "properties": {"a": {}, "b": {"type": "integer"}, "r": {}}, "required": ["r"]}}},
+     ['{"allow":{"b":1,"r":2}}', '{"allow":{"r":2,"a":0,"b":1}}', '{"allow":{"b":1}}', '{"allow":[{"b":1,"r":1},{"a":1}]}',
+      '{"allow":[{"a":0,"r":1}]}', '{"allow":[]}', '{"allow":"x"}'], True),
+    # the only branch (o78043's `oneOf: [{$ref: person-object}]`)
+    ({"type": "object", "properties": {"p": {"anyOf": [{"type": "object", "properties": {"e": {}, "n": {}}, "required": ["n"]}]}}},
+     ['{"p":{"e":1,"n":2}}', '{"p":{"n":2}}', '{"p":{"e":1}}', '{"p":3}'], True),
+    # a string shorthand or the full object
+    ({"type": "object", "properties": {"s": {"oneOf": [{"type": "string"}, {"type": "object", "properties": {"x": {}, "y": {}}, "required": ["y"]}]}}},
+     ['{"s":"a"}', '{"s":{"x":1,"y":2}}', '{"s":{"y":2,"x":1}}', '{"s":{"x":1}}'], True),
+    # the object branch also says `items`: not taken as fixed (its required key keeps its place)
+    ({"type": "object", "properties": {"s": {"anyOf": [{"type": "string"}, {"type": "object", "properties": {"x": {}, "y": {}},
+                                                                           "required": ["y"], "items": {"required": ["q"]}}]}}},
+     ['{"s":"a"}', '{"s":{"x":1,"y":2}}', '{"s":{"x":1}}'], False),
+    # a branch of no stated type beside the object one: which holds depends on the value
+    ({"type": "object", "properties": {"s": {"anyOf": [{"minLength": 2}, {"type": "object", "properties": {"x": {}, "y": {}}, "required": ["y"]}]}}},
+     ['{"s":"ab"}', '{"s":{"x":1,"y":2}}', '{"s":{"x":1}}', '{"s":"a"}'], False),
+]
+
+
+@pytest.mark.parametrize("schema, texts, any_order_expected", TYPED_BRANCHES, ids=range(len(TYPED_BRANCHES)))
+def test_branches_every_object_meets(schema, texts, any_order_expected, smollm2_tokenizer, smollm2_vocab):
+    """A branch every object (array) at its place meets is fixed: its required keys move, the
+    tracker enforcing them, in objects and in the elements of the array branch's items. Never an
+    invalid text accepted (jsonschema judges); every valid one where the branch is fixed."""
+    validator = jsonschema.Draft202012Validator(schema)
+    compiled = compile_json_schema(schema, smollm2_vocab)
+    verdicts = [(text, validator.is_valid(json.loads(text)), _accepts(compiled, smollm2_tokenizer, smollm2_vocab, text)) for text in texts]
+    assert not [text for text, valid, accepted in verdicts if accepted and not valid]
+    assert any(accepted for _, _, accepted in verdicts) and not all(valid for _, valid, _ in verdicts)
+    if any_order_expected:
+        assert [text for text, valid, accepted in verdicts if valid and not accepted] == []
+        assert isinstance(compiled, RequiredKeysGrammar)
+
+
+def _typed_unions(rng: random.Random, node: dict) -> dict:
+    """`node` (an _object_schema) where some object values sit in a union with a string or with
+    an array of themselves (the objects they admit unchanged)."""
+    props = {}
+    for name, value in node["properties"].items():
+        if value.get("type") == "object":
+            value = _typed_unions(rng, value)
+            roll = rng.random()
+            if roll < 0.35:
+                value = {"oneOf": [{"type": "string"}, value]}
+            elif roll < 0.7:
+                value = {"anyOf": [value, {"type": "array", "items": value, "maxItems": 2}]}
+        props[name] = value
+    return {**node, "properties": props}
+
+
+def test_generated_schemas_with_typed_unions(smollm2_tokenizer, smollm2_vocab):
+    """The generated family with object values in typed unions (random.Random(13), 40 schemas x
+    6 values, shuffled key order and one required key dropped): acceptance equals jsonschema's."""
+    rng = random.Random(13)
+    problems, counts = [], {"texts": 0, "valid": 0, "tracked": 0}
+    for _ in range(40):
+        plain = _object_schema(rng, 0)
+        schema = _wrapped(rng, _typed_unions(rng, plain))
+        compiled = compile_json_schema(schema, smollm2_vocab)
+        validator = jsonschema.Draft202012Validator(schema)
+        counts["tracked"] += isinstance(compiled, RequiredKeysGrammar)
+        for _ in range(6):
+            value = _value(rng, plain)
+            texts = [json.dumps(value, separators=(",", ":"))]
+            holders = _objects_holding_required(value, plain, [])
+            if holders:
+                path, keys = rng.choice(holders)
+                texts.append(json.dumps(_dropped(value, path, rng.choice(keys)), separators=(",", ":")))
+            for text in texts:
+                valid = validator.is_valid(json.loads(text))
+                counts["texts"] += 1
+                counts["valid"] += valid
+                if _accepts(compiled, smollm2_tokenizer, smollm2_vocab, text) != valid:
+                    problems.append(f"{json.dumps(schema)}: {text} valid={valid}")
+    print(counts)
+    assert not problems, "\n".join(problems[:10])
+    assert counts["valid"] >= 150 and counts["texts"] - counts["valid"] >= 50 and counts["tracked"] >= 20, counts

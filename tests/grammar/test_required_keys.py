@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+from collections import Counter
 
 import jsonschema
 import pytest
@@ -159,6 +160,20 @@ def test_choices_and_strict_objects_keep_schema_order():
     assert not released.freed
 
 
+def _judged(schema: dict, texts: list[str], any_order_expected: bool, tokenizer, vocab):
+    """Compiles `schema` and walks `texts`: no invalid one accepted (jsonschema judges), some
+    accepted and some invalid (so the case can fail), and every valid one accepted where the
+    keys are expected in any order. Returns the compiled grammar."""
+    validator = jsonschema.Draft202012Validator(schema)
+    compiled = compile_json_schema(schema, vocab)
+    verdicts = [(text, validator.is_valid(json.loads(text)), _accepts(compiled, tokenizer, vocab, text)) for text in texts]
+    assert not [text for text, valid, accepted in verdicts if accepted and not valid]
+    assert any(accepted for _, _, accepted in verdicts) and not all(valid for _, valid, _ in verdicts)
+    if any_order_expected:
+        assert [text for text, valid, accepted in verdicts if valid and not accepted] == []
+    return compiled
+
+
 UNDECLARED = [  # required keys the node does not declare (llguidance_schema._required_keys_declared):
     # (schema, texts, whether every valid text is accepted: keys in any order)
     ({"type": "object", "properties": {"colors": {"enum": ["dark", "light"]}}, "required": ["color"]},  # JSONSchemaBench's o27044
@@ -192,13 +207,7 @@ def test_required_keys_no_property_declares(schema, texts, any_order_expected, s
     accepted where the node is fixed and the key its own. Never an invalid text accepted
     (jsonschema judges): not a key propertyNames constrains, nor one unevaluatedProperties
     would see as evaluated once declared."""
-    validator = jsonschema.Draft202012Validator(schema)
-    compiled = compile_json_schema(schema, smollm2_vocab)
-    verdicts = [(text, validator.is_valid(json.loads(text)), _accepts(compiled, smollm2_tokenizer, smollm2_vocab, text)) for text in texts]
-    assert not [text for text, valid, accepted in verdicts if accepted and not valid]
-    assert any(accepted for _, _, accepted in verdicts) and not all(valid for _, valid, _ in verdicts)
-    if any_order_expected:
-        assert [text for text, valid, accepted in verdicts if valid and not accepted] == []
+    _judged(schema, texts, any_order_expected, smollm2_tokenizer, smollm2_vocab)
 
 
 # ---- a generated family -----------------------------------------------------------------------
@@ -293,34 +302,53 @@ def _dropped(value, path: tuple, key: str):
     return {k: (_dropped(v, rest, key) if k == head else v) for k, v in value.items()}
 
 
-def test_generated_schemas_match_jsonschema_in_any_key_order(smollm2_tokenizer, smollm2_vocab):
-    rng = random.Random(5)
-    stats = {"schemas": 0, "tracked": 0, "texts": 0, "valid": 0, "invalid accepted without the tracker": 0}
-    problems = []
-    for _ in range(60):
-        plain = _object_schema(rng, 0)
-        schema = _wrapped(rng, plain)
-        compiled = compile_json_schema(schema, smollm2_vocab)
+def _texts(rng: random.Random, plain: dict) -> list[str]:
+    """A valid value of `plain` (keys shuffled), and the same with one required key dropped at a
+    random depth where it holds one."""
+    value = _value(rng, plain)
+    texts = [json.dumps(value, separators=(",", ":"))]
+    holders = _objects_holding_required(value, plain, [])
+    if holders:
+        path, keys = rng.choice(holders)
+        texts.append(json.dumps(_dropped(value, path, rng.choice(keys)), separators=(",", ":")))
+    return texts
+
+
+def _walk_family(rng: random.Random, count: int, make, tokenizer, vocab, on_text=None) -> Counter:
+    """`count` generated schemas (`make(rng)` -> (the plain schema values come from, the schema
+    compiled)) x 6 values: every text's acceptance must equal jsonschema's. Returns the counts
+    (`on_text(compiled, text, valid, counts)` may add its own)."""
+    problems, counts = [], Counter()
+    for _ in range(count):
+        plain, schema = make(rng)
+        compiled = compile_json_schema(schema, vocab)
         validator = jsonschema.Draft202012Validator(schema)
-        stats["schemas"] += 1
-        stats["tracked"] += isinstance(compiled, RequiredKeysGrammar)
+        counts["schemas"] += 1
+        counts["tracked"] += isinstance(compiled, RequiredKeysGrammar)
         for _ in range(6):
-            value = _value(rng, plain)
-            texts = [json.dumps(value, separators=(",", ":"))]
-            holders = _objects_holding_required(value, plain, [])
-            if holders:
-                path, keys = rng.choice(holders)
-                texts.append(json.dumps(_dropped(value, path, rng.choice(keys)), separators=(",", ":")))
-            for text in texts:
+            for text in _texts(rng, plain):
                 valid = validator.is_valid(json.loads(text))
-                stats["texts"] += 1
-                stats["valid"] += valid
-                if _accepts(compiled, smollm2_tokenizer, smollm2_vocab, text) != valid:
+                counts["texts"] += 1
+                counts["valid"] += valid
+                if _accepts(compiled, tokenizer, vocab, text) != valid:
                     problems.append(f"{json.dumps(schema)}: {text} valid={valid}")
-                if not valid and isinstance(compiled, RequiredKeysGrammar):
-                    stats["invalid accepted without the tracker"] += _accepts(compiled.inner, smollm2_tokenizer, smollm2_vocab, text)
-    print(stats)
+                if on_text is not None:
+                    on_text(compiled, text, valid, counts)
+    print(dict(counts))
     assert not problems, "\n".join(problems[:10])
+    return counts
+
+
+def test_generated_schemas_match_jsonschema_in_any_key_order(smollm2_tokenizer, smollm2_vocab):
+    def without_tracker(compiled, text, valid, counts):
+        if not valid and isinstance(compiled, RequiredKeysGrammar):
+            counts["invalid accepted without the tracker"] += _accepts(compiled.inner, smollm2_tokenizer, smollm2_vocab, text)
+
+    def make(rng):
+        plain = _object_schema(rng, 0)
+        return plain, _wrapped(rng, plain)
+
+    stats = _walk_family(random.Random(5), 60, make, smollm2_tokenizer, smollm2_vocab, without_tracker)
     assert stats["tracked"] >= 20 and stats["valid"] >= 200, stats  # the family exercises the tracker
     assert stats["invalid accepted without the tracker"] >= 10, stats  # the tracker is what refuses them
 
@@ -341,29 +369,14 @@ def test_generated_schemas_with_undeclared_required_keys(smollm2_tokenizer, smol
     declares (declared by llguidance_schema with the node's additionalProperties): valid values
     in shuffled key order and the same with one required key dropped (often `zz`), acceptance
     equal to jsonschema's on every text (random.Random(11), 40 schemas x 6 values)."""
-    rng = random.Random(11)
-    problems, counts = [], {"texts": 0, "valid": 0, "with zz": 0}
-    for _ in range(40):
+    def make(rng):
         plain = _undeclared_required(rng, _object_schema(rng, 0))
-        schema = _wrapped(rng, plain)
-        compiled = compile_json_schema(schema, smollm2_vocab)
-        validator = jsonschema.Draft202012Validator(schema)
-        for _ in range(6):
-            value = _value(rng, plain)
-            texts = [json.dumps(value, separators=(",", ":"))]
-            holders = _objects_holding_required(value, plain, [])
-            if holders:
-                path, keys = rng.choice(holders)
-                texts.append(json.dumps(_dropped(value, path, rng.choice(keys)), separators=(",", ":")))
-            for text in texts:
-                valid = validator.is_valid(json.loads(text))
-                counts["texts"] += 1
-                counts["valid"] += valid
-                counts["with zz"] += '"zz"' in text
-                if _accepts(compiled, smollm2_tokenizer, smollm2_vocab, text) != valid:
-                    problems.append(f"{json.dumps(schema)}: {text} valid={valid}")
-    print(counts)
-    assert not problems, "\n".join(problems[:10])
+        return plain, _wrapped(rng, plain)
+
+    def with_zz(compiled, text, valid, counts):
+        counts["with zz"] += '"zz"' in text
+
+    counts = _walk_family(random.Random(11), 40, make, smollm2_tokenizer, smollm2_vocab, with_zz)
     assert counts["valid"] >= 150 and counts["texts"] - counts["valid"] >= 50 and counts["with zz"] >= 60, counts
 
 
@@ -394,14 +407,8 @@ def test_branches_every_object_meets(schema, texts, any_order_expected, smollm2_
     """A branch every object (array) at its place meets is fixed: its required keys move, the
     tracker enforcing them, in objects and in the elements of the array branch's items. Never an
     invalid text accepted (jsonschema judges); every valid one where the branch is fixed."""
-    validator = jsonschema.Draft202012Validator(schema)
-    compiled = compile_json_schema(schema, smollm2_vocab)
-    verdicts = [(text, validator.is_valid(json.loads(text)), _accepts(compiled, smollm2_tokenizer, smollm2_vocab, text)) for text in texts]
-    assert not [text for text, valid, accepted in verdicts if accepted and not valid]
-    assert any(accepted for _, _, accepted in verdicts) and not all(valid for _, valid, _ in verdicts)
-    if any_order_expected:
-        assert [text for text, valid, accepted in verdicts if valid and not accepted] == []
-        assert isinstance(compiled, RequiredKeysGrammar)
+    compiled = _judged(schema, texts, any_order_expected, smollm2_tokenizer, smollm2_vocab)
+    assert isinstance(compiled, RequiredKeysGrammar) or not any_order_expected
 
 
 def _typed_unions(rng: random.Random, node: dict) -> dict:
@@ -423,27 +430,9 @@ def _typed_unions(rng: random.Random, node: dict) -> dict:
 def test_generated_schemas_with_typed_unions(smollm2_tokenizer, smollm2_vocab):
     """The generated family with object values in typed unions (random.Random(13), 40 schemas x
     6 values, shuffled key order and one required key dropped): acceptance equals jsonschema's."""
-    rng = random.Random(13)
-    problems, counts = [], {"texts": 0, "valid": 0, "tracked": 0}
-    for _ in range(40):
+    def make(rng):
         plain = _object_schema(rng, 0)
-        schema = _wrapped(rng, _typed_unions(rng, plain))
-        compiled = compile_json_schema(schema, smollm2_vocab)
-        validator = jsonschema.Draft202012Validator(schema)
-        counts["tracked"] += isinstance(compiled, RequiredKeysGrammar)
-        for _ in range(6):
-            value = _value(rng, plain)
-            texts = [json.dumps(value, separators=(",", ":"))]
-            holders = _objects_holding_required(value, plain, [])
-            if holders:
-                path, keys = rng.choice(holders)
-                texts.append(json.dumps(_dropped(value, path, rng.choice(keys)), separators=(",", ":")))
-            for text in texts:
-                valid = validator.is_valid(json.loads(text))
-                counts["texts"] += 1
-                counts["valid"] += valid
-                if _accepts(compiled, smollm2_tokenizer, smollm2_vocab, text) != valid:
-                    problems.append(f"{json.dumps(schema)}: {text} valid={valid}")
-    print(counts)
-    assert not problems, "\n".join(problems[:10])
+        return plain, _wrapped(rng, _typed_unions(rng, plain))
+
+    counts = _walk_family(random.Random(13), 40, make, smollm2_tokenizer, smollm2_vocab)
     assert counts["valid"] >= 150 and counts["texts"] - counts["valid"] >= 50 and counts["tracked"] >= 20, counts

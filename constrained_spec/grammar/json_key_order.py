@@ -190,6 +190,13 @@ class _Planner:
         names = list(node["properties"])
         return keep is not None and id(node) not in self.frozen and key in names[keep:]
 
+    def kinds(self, schema: Any) -> set[str] | None:
+        """The JSON types `schema` admits at most (the compiler's own reading), None: any."""
+        try:
+            return self._refs.kinds(schema)
+        except (GrammarError, RecursionError):
+            return None
+
     def resolve(self, ref: str) -> dict | None:
         """The node a local JSON-pointer `$ref` names in `spec` (the very object: planning is by
         identity), or None (anchors, other documents, a pointer that does not resolve)."""
@@ -387,8 +394,8 @@ def any_order(spec: Any, released: Released | None = None) -> Any:
         return spec
     planner = _Planner(spec)
     if released is not None:
-        planner.fixed = fixed_nodes(spec, planner.resolve)
-        released.spec, released.fixed, released.resolve = spec, planner.fixed, planner.resolve
+        planner.fixed = fixed_nodes(spec, planner.resolve, planner.kinds)
+        released.spec, released.fixed, released.resolve, released.kinds = spec, planner.fixed, planner.resolve, planner.kinds
     planner.walk()
     if not any(keep < len(planner.nodes[i].get("properties", {})) for i, keep in planner.keep.items()):
         return spec

@@ -45,27 +45,6 @@ def _every_item(node: dict) -> dict | None:
 _READS = {"object": ("properties", "additionalProperties", "patternProperties", "required"), "array": ("items", "prefixItems")}
 
 
-def _kinds(node: Any, resolve: Callable[[str], dict | None], depth: int = 0) -> set[str] | None:
-    """The JSON types a schema node admits at most, read from its `type`, `enum`/`const` or the
-    target of a lone `$ref`; None where it does not say (any type)."""
-    if node is False:
-        return set()
-    if not isinstance(node, dict) or depth > 8:
-        return None
-    kinds = node.get("type")
-    if isinstance(kinds, str):
-        return {kinds}
-    if isinstance(kinds, list) and all(isinstance(k, str) for k in kinds):
-        return set(kinds)
-    values = node["enum"] if isinstance(node.get("enum"), list) else [node["const"]] if "const" in node else None
-    if values is not None:
-        return {"object" if isinstance(v, dict) else "array" if isinstance(v, list) else "scalar" for v in values}
-    if isinstance(node.get("$ref"), str):
-        target = resolve(node["$ref"])
-        return _kinds(target, resolve, depth + 1) if target is not None else None
-    return None
-
-
 def _reads_only(branch: dict, kind: str, resolve: Callable[[str], dict | None]) -> bool:
     """Whether `branch`, its references, parts and branches say nothing the tracker reads for
     the other kind of container (so a context holding it is right for both)."""
@@ -83,7 +62,14 @@ def _reads_only(branch: dict, kind: str, resolve: Callable[[str], dict | None]) 
     return True
 
 
-def _typed_branches(node: dict, resolve: Callable[[str], dict | None]) -> list[dict]:
+Kinds = Callable[[Any], "set[str] | None"]  # the JSON types a schema admits at most, None: any
+
+
+def _any_kind(schema: Any) -> None:
+    return None
+
+
+def _typed_branches(node: dict, resolve: Callable[[str], dict | None], kinds_of: Kinds) -> list[dict]:
     """The anyOf/oneOf branches that hold wherever they can apply: the only branch there is; the
     only one admitting objects (arrays) where it admits nothing else and says nothing of arrays
     (objects). Every object (array) meeting `node` meets that branch, and it cannot apply to any
@@ -94,7 +80,7 @@ def _typed_branches(node: dict, resolve: Callable[[str], dict | None]) -> list[d
     branches = node[keys[0]]
     if len(branches) == 1:
         return [branches[0]] if isinstance(branches[0], dict) else []
-    kinds = [_kinds(b, resolve) for b in branches]
+    kinds = [kinds_of(b) for b in branches]
     found = []
     for kind in ("object", "array"):
         admitting = [i for i, k in enumerate(kinds) if k is None or kind in k]
@@ -104,12 +90,12 @@ def _typed_branches(node: dict, resolve: Callable[[str], dict | None]) -> list[d
     return found
 
 
-def _edges(node: dict, resolve: Callable[[str], dict | None]) -> tuple[list[dict], list[Any]]:
+def _edges(node: dict, resolve: Callable[[str], dict | None], kinds: Kinds) -> tuple[list[dict], list[Any]]:
     """(the subschemas that apply wherever `node` applies or to every property/element of a
     given name, the subschemas whose application depends on the value)."""
     fixed: list[dict] = []
     chosen: list[Any] = []
-    typed = _typed_branches(node, resolve)
+    typed = _typed_branches(node, resolve, kinds)
     fixed += typed
     for key, value in node.items():
         if key in _SKIPPED:
@@ -134,8 +120,10 @@ def _edges(node: dict, resolve: Callable[[str], dict | None]) -> tuple[list[dict
     return fixed, chosen
 
 
-def fixed_nodes(spec: Any, resolve: Callable[[str], dict | None]) -> set[int]:
-    """The ids of the nodes of `spec` that are fixed (see the module docstring)."""
+def fixed_nodes(spec: Any, resolve: Callable[[str], dict | None], kinds: Kinds = _any_kind) -> set[int]:
+    """The ids of the nodes of `spec` that are fixed (see the module docstring). `kinds`: the
+    types a node admits (the compiler's reading, json_schema's `kinds`; by default any), which
+    tells the branches every object or array meets."""
     if not isinstance(spec, dict):
         return set()
     reached: set[int] = set()
@@ -146,7 +134,7 @@ def fixed_nodes(spec: Any, resolve: Callable[[str], dict | None]) -> set[int]:
         if id(node) in reached:
             continue
         reached.add(id(node))
-        fixed, more = _edges(node, resolve)
+        fixed, more = _edges(node, resolve, kinds)
         todo += fixed
         chosen += more
     anywhere: set[int] = set()  # everything under a value-dependent edge, through every edge
@@ -158,7 +146,7 @@ def fixed_nodes(spec: Any, resolve: Callable[[str], dict | None]) -> set[int]:
         if not isinstance(node, dict) or id(node) in anywhere:
             continue
         anywhere.add(id(node))
-        fixed, more = _edges(node, resolve)
+        fixed, more = _edges(node, resolve, kinds)
         chosen += fixed + more
     return reached - anywhere
 
@@ -167,10 +155,12 @@ class KeyContexts:
     """The tracker's tables: for a context, the required keys its nodes left to the tracker, the
     context of a key's value and of an array's elements. Built lazily, kept per compiled grammar."""
 
-    def __init__(self, spec: dict, freed: dict[int, frozenset[str]], fixed: set[int], resolve: Callable[[str], dict | None]) -> None:
+    def __init__(self, spec: dict, freed: dict[int, frozenset[str]], fixed: set[int], resolve: Callable[[str], dict | None],
+                 kinds: Kinds = _any_kind) -> None:
         self._freed = freed
         self._fixed = fixed
         self._resolve = resolve
+        self._kinds = kinds
         self._ids: dict[frozenset[int], int] = {frozenset(): 0}
         self._nodes: list[tuple[dict, ...]] = [()]  # context -> its nodes
         self.required: list[frozenset[str]] = [frozenset()]  # context -> keys the tracker enforces
@@ -193,7 +183,7 @@ class KeyContexts:
                     todo.append(target)
             if isinstance(node.get("allOf"), list):
                 todo += [p for p in node["allOf"] if isinstance(p, dict)]
-            todo += _typed_branches(node, self._resolve)
+            todo += _typed_branches(node, self._resolve, self._kinds)
         return out
 
     def _intern(self, nodes: dict[int, dict]) -> int:
@@ -237,9 +227,10 @@ class Released:
     spec: Any = None
     fixed: set[int] = field(default_factory=set)
     resolve: Callable[[str], dict | None] | None = None
+    kinds: Kinds = _any_kind
 
     def contexts(self) -> KeyContexts | None:
         """The tracker's tables, None where no required key moved."""
         if not self.freed or self.resolve is None:
             return None
-        return KeyContexts(self.spec, self.freed, self.fixed, self.resolve)
+        return KeyContexts(self.spec, self.freed, self.fixed, self.resolve, self.kinds)

@@ -1041,7 +1041,7 @@ def _min_properties_as_condition(node: dict) -> list[Any]:
     return [{"anyOf": [*({"required": [name]} for name in optional), none]}]
 
 
-_OTHER_DECLARERS = {"propertyNames", "$ref", "if", "then", "else", "dependencies", "dependentSchemas"}
+_MAY_DECLARE = {"$ref", "if", "then", "else", "dependencies", "dependentSchemas"}  # keys they add are not in sight
 _PARTS = ("allOf", "anyOf", "oneOf")
 
 
@@ -1054,7 +1054,7 @@ def _declared_in_parts(node: dict) -> set[str] | None:
         part = todo.pop()
         if not isinstance(part, dict):
             continue
-        if set(part) & _OTHER_DECLARERS - {"propertyNames"}:
+        if set(part) & _MAY_DECLARE:
             return None
         if isinstance(part.get("properties"), dict):
             names |= set(part["properties"])
@@ -1070,10 +1070,12 @@ def _required_keys_declared(node: dict) -> None:
     it moves like any other (json_key_order, json_required). Not where propertyNames constrains
     it, a pattern does not compile here, or another member of its family declares it or may (a
     part or branch that does, a `$ref` or condition beside: a key two members declare stays in
-    schema order; json_key_order frees one that another member declares). The caller skips closed objects (declaring would open
-    them) and schemas with unevaluatedProperties (a declared key counts as evaluated)."""
+    schema order; json_key_order frees one that another member declares). The caller skips
+    closed objects (declaring would open them) and schemas with unevaluatedProperties (a
+    declared key counts as evaluated)."""
     required, props, patterns = node.get("required"), node.get("properties", {}), node.get("patternProperties", {})
-    if not isinstance(required, list) or not isinstance(props, dict) or not isinstance(patterns, dict) or set(node) & _OTHER_DECLARERS:
+    if (not isinstance(required, list) or not isinstance(props, dict) or not isinstance(patterns, dict)
+            or "propertyNames" in node or set(node) & _MAY_DECLARE):
         return
     in_parts = _declared_in_parts(node)
     if in_parts is None:

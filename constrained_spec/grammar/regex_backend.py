@@ -105,13 +105,13 @@ def _state_tables(
     rows: dict[int, np.ndarray] = {}
     live_ids = np.fromiter(live, dtype=np.int64, count=len(live))
     for s in live:
-        edges = raw[s]
+        edges, into_dead = raw[s], not successors[s] <= live
         if s in arrays:
             tokens, nexts = arrays[s]
         else:
             tokens = np.fromiter(edges.keys(), dtype=np.int64, count=len(edges))
-            nexts = np.fromiter(edges.values(), dtype=np.int64, count=len(edges)) if not successors[s] <= live else None
-        if not successors[s] <= live:
+            nexts = np.fromiter(edges.values(), dtype=np.int64, count=len(edges)) if into_dead else None
+        if into_dead:
             tokens = tokens[np.isin(nexts, live_ids)]
         rows[s] = _pack(tokens, vocab_size)
     return rows, accepting

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 from typing import Annotated, Literal, Optional
 
 import jsonschema
@@ -132,8 +133,6 @@ def _assert_prefix_per_llguidance(generator, schema: dict, token_ids: list[int])
 
 def _keys_in_any_order(node):
     """`node` with each object's declared keys as exact patterns and no `required`."""
-    import re
-
     if isinstance(node, list):
         return [_keys_in_any_order(v) for v in node]
     if not isinstance(node, dict):

@@ -10,7 +10,10 @@ leaves the used keys' trie or closes a key not used; where none does, the token 
 search follows the used keys' bytes only, one byte token a step.
 
 Which objects can run out of keys, and which keys, is read from the schema (json_key_sets.py);
-where those keys are listed, only used keys among them are searched.
+where those keys are listed, only used keys among them are searched. Where every key any object
+takes is known (a closed world), no search: inside a key, the unused known keys the grammar takes
+whole are asked once for the key (`_live_keys`, a validate call each), and a prefix lives iff one
+extends it; prefixes opened from outside a key take a few validate calls each (`_known_alive`).
 """
 
 from __future__ import annotations
@@ -146,12 +149,19 @@ def _finite_used(keys: frozenset, names: frozenset[str] | None) -> frozenset:
 
 
 def extending(raws: list[bytes], prefix: bytes) -> list[bytes]:
-    """The keys of `raws` (sorted bytes) that start with `prefix`: one bisection, then a scan."""
-    at, out = bisect_left(raws, prefix), []
-    while at < len(raws) and raws[at].startswith(prefix):
-        out.append(raws[at])
-        at += 1
-    return out
+    """The keys of `raws` (sorted bytes) that start with `prefix`: a slice between two bisections
+    (those keys sort from `prefix` up to the first string past all its extensions)."""
+    stripped = prefix.rstrip(b"\xff")  # extensions of b"a\xff" end where those of b"b" begin
+    if not stripped:
+        return raws[bisect_left(raws, prefix):]
+    beyond = stripped[:-1] + bytes((stripped[-1] + 1,))
+    return raws[bisect_left(raws, prefix) : bisect_left(raws, beyond)]
+
+
+def _extended(raws: list[bytes], prefix: bytes) -> bool:
+    """Whether some key of `raws` (sorted bytes) starts with `prefix` (extending's answer, not its list)."""
+    at = bisect_left(raws, prefix)
+    return at < len(raws) and raws[at].startswith(prefix)
 
 
 def _has(raws: list[bytes], raw: bytes) -> bool:
@@ -186,21 +196,33 @@ def dead_key_tokens(words: np.ndarray, state: Any, inner: Any, tables: KeyPrefix
     if openings is False:
         return []  # no object has a used key that may dead-end
     candidates: list[int] = []
+    alive: dict = {} if memo is None else memo
+    dead: list[int] = []
     if key is not None and escaped is False:  # inside a key: the tokens that continue a used one
         item = words.item
-        candidates += [t for t in _continuing(stack[-1][0], names, tables, key) if item(t >> 5) >> (t & 31) & 1]
+        continuing = [t for t in _continuing(stack[-1][0], names, tables, key) if item(t >> 5) >> (t & 31) & 1]
+        live = None
+        if continuing and known is not None and b"\\" not in key:  # escapes: asked per prefix
+            live = _live_keys(inner, tables, key, _used_raw(stack[-1][0], names), known, alive, words)
+        if live is None:
+            candidates += continuing
+        else:
+            dead += _dead_by_live(live, key, continuing, tables.token_bytes)
     candidates += openings.allowed_in(words)  # found by their bytes after the last `"`
     if commas and key is None and not in_string:  # after a `,` a key must come: is one left?
         candidates += tables.comma_end.allowed_in(words)
     if not candidates:
-        return []
-    alive: dict = {} if memo is None else memo
+        return sorted(dead)
     targets = [(token_id, target) for token_id in dict.fromkeys(candidates)
                if (target := key_target(token_id, state, tables, advance, names)) is not None]
-    targets.sort(key=lambda pair: -len(pair[1][1]))  # longest prefixes first: a live one makes its own prefixes live
-    dead = []
+    # shortest prefixes first: a dead one kills every longer prefix from the same root (the keys
+    # extending those are among its keys), so most of a full object's prefixes need no probe
+    targets.sort(key=lambda pair: len(pair[1][1]))
     for token_id, (used, prefix, root, lead) in targets:
-        if is_dead(token_id, (used, prefix, root, lead), inner, tables, key_mask, witnesses, alive, words, names, known):
+        if any(alive.get((root, prefix[:i])) is False for i in range(len(prefix))):
+            alive[root, prefix] = False
+            dead.append(token_id)
+        elif is_dead(token_id, (used, prefix, root, lead), inner, tables, key_mask, witnesses, alive, words, names, known):
             dead.append(token_id)
         else:
             for i in range(len(prefix)):  # a way on from prefix runs through each of its own prefixes
@@ -224,7 +246,7 @@ def key_target(token_id: int, state: Any, tables: KeyPrefixTables, advance: Call
         if end[1] or not end[0][-1][1] or tables.quote < 0:
             return None
         return used, b"", (typed + data + b'"', len(end[0])), [token_id, tables.quote]
-    if not extending(used, prefix):
+    if not _extended(used, prefix):
         return None
     root = b"" if state[3] is not None and b'"' not in data else typed + data[: len(data) - len(prefix)]
     return used, prefix, (root, len(end[0])), [token_id]
@@ -241,6 +263,11 @@ def is_dead(token_id: int, target: tuple, inner: Any, tables: KeyPrefixTables, k
     replace the search (_known_alive)."""
     used, prefix, root, lead = target
     alive = {} if alive is None else alive
+    if known is not None and root[0] == b"" and len(lead) == 1 and b"\\" not in prefix:  # inside the open key: its live keys
+        typed = prefix[: len(prefix) - len(tables.token_bytes[token_id])]
+        live = _live_keys(inner, tables, typed, used, known, alive, words)
+        if live is not None:
+            return bool(_dead_by_live(live, typed, [token_id], tables.token_bytes))
     if (root, prefix) not in alive:
         witnessed = _witnessed(inner, tables, lead, used, prefix, witnesses, root[1])
         if known is not None and not witnessed:
@@ -284,7 +311,7 @@ def _known_alive(inner: Any, tables: KeyPrefixTables, lead: list[int], used: lis
     A few validate calls where the search fills a mask per branch of the used keys. None where
     there are too many keys to ask, or a byte has no one-byte token: the search decides."""
     unused = [raw for raw in extending(known, prefix) if not _has(used, raw)]
-    off = next((b for b in _OFF_KEY if not extending(used, prefix + bytes((b,)))), None)
+    off = next((b for b in _OFF_KEY if not _extended(used, prefix + bytes((b,)))), None)
     if len(unused) > _KNOWN_PROBES or off is None or tables.single[off] < 0:
         return None
     if inner.validate_tokens(lead) != len(lead):
@@ -301,6 +328,71 @@ def _known_alive(inner: Any, tables: KeyPrefixTables, lead: list[int], used: lis
     return False
 
 
+_LIVE = ("live keys",)  # where _live_keys keeps its answer in a key's memo (verdicts there go by (root, prefix))
+_ANY_KEY = ("any key",)  # its answer where the open key may be any key
+_LIVE_PROBES = 64  # unused known keys asked about at most; more: asked per prefix (_known_alive) or searched
+
+
+def _live_keys(inner: Any, tables: KeyPrefixTables, typed: bytes, used: list[bytes], known: list[bytes],
+               memo: dict, words: np.ndarray | None = None) -> list[bytes] | tuple | None:
+    """In a closed world (`known`), inside a key typed so far as `typed` (no escape open; the
+    wrapped matcher where it stands): the unused known keys extending `typed` the grammar takes
+    here, whole (raw, sorted). A key prefix lives iff one of them extends it, or _ANY_KEY: the
+    grammar takes a key outside `known` here, which in a closed world means any key at all, so
+    every prefix lives. One validate call per unused key, shared by every prefix of the step
+    (and, kept in `memo` while the key stays open, by the later steps: a longer typed key
+    narrows it); None where there are too many to ask or a byte has no one-byte token. `words`
+    (the step's mask, packed uint32 `[W]`) spares the probes of keys whose longest first token
+    it refuses (the grammar takes every prefix of a key it takes)."""
+    kept = memo.get(_LIVE)
+    if kept is not None and typed.startswith(kept[0]):
+        live = kept[1]
+        return live if live is None or live is _ANY_KEY else [raw for raw in live if raw.startswith(typed)]
+    off = next((b for b in _OFF_KEY if not _extended(known, typed + bytes((b,)))), None)
+    live: list[bytes] | tuple | None = None
+    if off is not None and tables.single[off] >= 0 and tables.quote >= 0:
+        if inner.validate_tokens([tables.single[off]]) == 1:
+            live = _ANY_KEY
+        else:
+            # only keys sharing a byte past `typed` with a used key decide a prefix anyone asks
+            # about (the prefixes asked are longer than `typed`, on used keys)
+            n, on_used = len(typed), extending(used, typed)
+            firsts, used_here = {raw[n] for raw in on_used if len(raw) > n}, set(on_used)
+            unused = [raw for raw in extending(known, typed) if len(raw) > n and raw[n] in firsts and raw not in used_here]
+            if words is not None:
+                item = words.item
+                unused = [raw for raw in unused if (t := _first_token(tables, raw[n:])) < 0 or item(t >> 5) >> (t & 31) & 1]
+            if len(unused) <= _LIVE_PROBES:
+                live = []
+                for raw in unused:
+                    steps = [tables.single[b] for b in raw[len(typed):]] + [tables.quote]
+                    if min(steps) < 0:
+                        live = None
+                        break
+                    if inner.validate_tokens(steps) == len(steps):
+                        live.append(raw)
+    memo[_LIVE] = (typed, live)
+    return live
+
+
+@lru_cache(maxsize=8192)
+def _first_token(tables: KeyPrefixTables, rest: bytes) -> int:
+    """The longest token spelling a prefix of `rest` (non-empty; its first byte's token at least)."""
+    for n in range(len(rest), 0, -1):
+        token_id = tables.token_of.get(rest[:n])
+        if token_id is not None:
+            return token_id
+    return tables.single[rest[0]]
+
+
+def _dead_by_live(live: list[bytes] | tuple, typed: bytes, tokens: list[int], token_bytes: list) -> list[int]:
+    """Of `tokens` (each continuing the open key typed so far as `typed` on a used key), those
+    whose key prefix no live key (`_live_keys`) extends: it can only end as a used key."""
+    if live is _ANY_KEY:
+        return []
+    return [t for t in tokens if not _extended(live, typed + token_bytes[t])] if live else list(tokens)
+
+
 def _witnessed(inner: Any, tables: KeyPrefixTables, lead: list[int], used: list[bytes], prefix: bytes,
                witnesses: dict, level: int) -> bool:
     """Whether the key found alive here before (at this object depth and prefix) still is: not
@@ -309,7 +401,7 @@ def _witnessed(inner: Any, tables: KeyPrefixTables, lead: list[int], used: list[
     if witness is None:
         return False
     key, quote, _ = witness.partition(b'"')
-    if _has(used, key) if quote else bool(extending(used, key)):
+    if _has(used, key) if quote else _extended(used, key):
         return False
     steps = lead + [tables.single[b] for b in witness[len(prefix):]]
     return min(steps) >= 0 and inner.validate_tokens(steps) == len(steps)
@@ -364,7 +456,7 @@ def _proven_now(words: np.ndarray, tables: KeyPrefixTables, data: bytes, prefix:
             continue
         segment, quote, _ = extra.partition(b'"')
         grown = prefix + segment
-        if not _has(used, grown) if quote else not extending(used, grown):
+        if not _has(used, grown) if quote else not _extended(used, grown):
             return True
     return False
 
@@ -394,7 +486,7 @@ def _search(inner: Any, tables: KeyPrefixTables, used: list[bytes], prefix: byte
             verdict = not _has(used, grown)
         else:
             steps = [tables.single[b] for b in segment]
-            if not extending(used, grown) or min(steps) < 0:
+            if not _extended(used, grown) or min(steps) < 0:
                 return True
             for token_id in steps:
                 inner.accept_token(token_id)

@@ -67,11 +67,16 @@ def finite_key_sets(spec: Any) -> FiniteKeys:
 _MAX_KNOWN_CHARS = 200  # a longer key leaves the closed world (the search counts its far end alive)
 
 
+# patterns that find a match in every string (an empty match at its start): a source of any key
+_EVERY_KEY = frozenset({"", ".*", "^.*", "(.*)", "^(.*)", "(?:.*)", "^(?:.*)"})
+
+
 def known_keys(spec: Any) -> frozenset[str] | None:
     """Every key name `spec` spells out (properties, required and dependency lists, listed
     patterns and propertyNames), where every object takes only those or else any key at all
-    (additionalProperties); None where a pattern or propertyNames admits keys not listed, or a
-    name holds a quote, a backslash, a control character or DEL (kept off the probes)."""
+    (additionalProperties, a pattern every string matches); None where a pattern or
+    propertyNames admits keys not listed, or a name holds a quote, a backslash, a control
+    character or DEL (kept off the probes)."""
     known: set[str] = set()
     todo = [spec]
     while todo:
@@ -82,6 +87,8 @@ def known_keys(spec: Any) -> frozenset[str] | None:
         if not isinstance(node, dict):
             continue
         for pattern in node.get("patternProperties") or {}:
+            if pattern in _EVERY_KEY:
+                continue  # any key at all, as additionalProperties
             listed = pattern_keys(pattern)[1]
             if listed is None:
                 return None

@@ -29,7 +29,7 @@ from ..bitmask import HostRows, TokenSet, clear_token
 from .finite_keys import dead_key_tokens, extending, is_dead, key_prefix_tables, key_target
 from .protocol import CompiledGrammar, GrammarMatcher
 from .tracking import TrackingMatcher
-from .vocabulary import SortedTokens, Vocabulary, sorted_tokens
+from .vocabulary import Vocabulary
 
 __all__ = ["UniqueKeysGrammar", "UniqueKeysMatcher", "decode_key"]
 
@@ -198,15 +198,26 @@ def _keys_raw(keys: frozenset) -> list[bytes]:
     return sorted(name.encode("utf-8") for name in keys)
 
 
+@lru_cache(maxsize=8)
+def _by_text_before_quote(vocab: Vocabulary) -> dict[bytes, list[int]]:
+    """The tokens holding a `"`, by their bytes before the first one: those that start with a
+    text (without quotes) and a quote, in one lookup."""
+    found: dict[bytes, list[int]] = {}
+    for token_id, data in enumerate(vocab.token_bytes):
+        if data and b'"' in data:
+            found.setdefault(data.partition(b'"')[0], []).append(token_id)
+    return found
+
+
 @lru_cache(maxsize=4096)
-def _closing_tokens(keys: frozenset, typed: bytes, tokens: SortedTokens) -> tuple[int, ...] | None:
+def _closing_tokens(keys: frozenset, typed: bytes, vocab: Vocabulary) -> tuple[int, ...] | None:
     """Inside a key typed so far as `typed` (no escape): the tokens that start with the rest of a
     key in `keys` and its closing quote. None where such a key needs escapes to be written."""
-    closing: list[int] = []
+    tokens, closing = _by_text_before_quote(vocab), []
     for raw in extending(_keys_raw(keys), typed):
-        if any(c in raw for c in b'"\\') or min(raw, default=32) < 32:
+        if b'"' in raw or b"\\" in raw or min(raw, default=32) < 32:
             return None
-        closing += tokens.starting_with(raw[len(typed):] + b'"')
+        closing += tokens.get(raw[len(typed):], ())
     return tuple(closing)
 
 
@@ -229,8 +240,8 @@ class UniqueKeysGrammar:
         self._plain_in_key, self._slashed, self._after_slash, self._u_start, self._hex_start = tables
         self._closers = _quote_tokens(vocab)
         self._closer_strings = (_closers_by_string(vocab, False), _closers_by_string(vocab, True))
-        self._sorted = sorted_tokens(vocab)  # tokens by their bytes: the ends of earlier keys
         self._escaped = _escaped_closers(vocab)
+        _by_text_before_quote(vocab)  # built now, not at the first key's mask
         self._escaped_on = [t for t in self._escaped if vocab.token_bytes[t].count(b'"') > 1]  # a quote after the close
 
     @property
@@ -366,7 +377,7 @@ class UniqueKeysMatcher(TrackingMatcher):
         as one of `keys`, i.e. start with an earlier key's remaining bytes and its quote (a
         bisection in the sorted vocabulary per such key), and check the few tokens that could
         close it through an escape. False (nothing done) where a key needs escapes to be written."""
-        closing = _closing_tokens(keys, typed, self._grammar._sorted)
+        closing = _closing_tokens(keys, typed, self._grammar.vocab)
         if closing is None:
             return False  # written with escapes: the general path compares decoded keys
         for token_id in closing:

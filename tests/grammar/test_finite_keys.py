@@ -322,6 +322,22 @@ def test_verdicts_kept_while_a_key_is_open_follow_that_key():
 OPEN_BESIDE = {"type": "object", "additionalProperties": False,  # a closed world with an open object inside
                "patternProperties": {"^(?:ab|b|abc)$": {"type": "integer"}},
                "properties": {"obj": {"type": "object", "additionalProperties": {"type": "integer"}}}}
+EVERY_BESIDE = {"type": "object", "additionalProperties": False,  # the open object's keys from a pattern matching all
+                "patternProperties": {"^(?:ab|b|abc)$": {"type": "integer"}},
+                "properties": {"obj": {"type": "object", "patternProperties": {".*": {"type": "integer"}}, "additionalProperties": False}}}
+
+
+@pytest.mark.parametrize("schema", [OPEN_BESIDE, EVERY_BESIDE], ids=["additional", "every-key-pattern"])
+def test_open_key_lives_where_its_object_takes_any_key(schema, probe_verdicts):
+    """Inside the open object a used finite key's prefix lives (any key may follow it: the
+    grammar takes a key off every known one there, so the live keys say "any"); in the closed
+    one beside it the same prefix dies once its keys are used. Both as the search says."""
+    compiled, searching = _without_known(compile_json_schema(schema, BYTES))
+    for grammar in (compiled, searching):
+        assert b"a" in _allowed(grammar, BYTES, b'{"obj":{"ab":1,"abc":2,"')
+        assert b"a" not in _allowed(grammar, BYTES, b'{"ab":1,"abc":2,"')  # only b is left
+        assert b"b" in _allowed(grammar, BYTES, b'{"ab":1,"abc":2,"')
+    assert True in probe_verdicts and False in probe_verdicts
 
 
 def test_known_keys_are_every_key_a_closed_world_spells_out():
@@ -333,6 +349,9 @@ def test_known_keys_are_every_key_a_closed_world_spells_out():
     assert known_keys(MIXED) is None  # ^a[0-9]+$ grows: keys not listed
     assert known_keys({"propertyNames": {"pattern": "^[a-z]+$"}}) is None
     assert known_keys({"properties": {'say "hi"': {}}}) is None  # a quote: kept off the probes
+    # a pattern every string matches takes any key, as additionalProperties does: still closed
+    assert known_keys(EVERY_BESIDE) == {"ab", "b", "abc", "obj"}
+    assert known_keys({"patternProperties": {"^.+$": {}}}) is None  # not every string (nor "\n")
 
 
 def _without_known(compiled):
@@ -349,22 +368,29 @@ def _without_known(compiled):
 
 @pytest.fixture
 def probe_verdicts(monkeypatch):
-    """How many verdicts the closed world's probes gave (so a differential cannot pass unexercised)."""
+    """The verdicts (alive: True) the closed world's probes gave, per key prefix asked
+    (_known_alive) or per token from the open key's live keys (_dead_by_live): so a
+    differential cannot pass unexercised."""
     from constrained_spec.grammar import finite_keys
 
     given = []
-    probe = finite_keys._known_alive
+    probe, by_live = finite_keys._known_alive, finite_keys._dead_by_live
 
-    def counted(*args):
-        verdict = probe(*args)
-        given.append(verdict)
-        return verdict
+    def probed(*args):
+        given.append(probe(*args))
+        return given[-1]
 
-    monkeypatch.setattr(finite_keys, "_known_alive", counted)
+    def judged(live, typed, tokens, token_bytes):
+        dead = by_live(live, typed, tokens, token_bytes)
+        given.extend(token not in dead for token in tokens)
+        return dead
+
+    monkeypatch.setattr(finite_keys, "_known_alive", probed)
+    monkeypatch.setattr(finite_keys, "_dead_by_live", judged)
     return given
 
 
-@pytest.mark.parametrize("schema", [PATTERNED, NAMED, OPEN_BESIDE], ids=["patterned", "property-names", "open-beside"])
+@pytest.mark.parametrize("schema", [PATTERNED, NAMED, OPEN_BESIDE, EVERY_BESIDE], ids=["patterned", "property-names", "open-beside", "every-key"])
 def test_closed_world_probes_mask_as_the_search_on_random_walks(schema, probe_verdicts):
     """Differential: where every key is known (json_key_sets.known_keys) a few validate calls
     decide a key prefix; the masks must equal the search's, along seeded random walks (N = 60,
@@ -389,3 +415,16 @@ def test_closed_world_probes_mask_as_the_search_on_corpus_instances(name, smollm
         if instance["valid"]:
             compared += _same_masks_along(twins, smollm2_vocab, smollm2_tokenizer.encode(instance["text"], add_special_tokens=False))
     assert compared > 20 and False in probe_verdicts
+
+
+def test_extending_slices_the_keys_a_prefix_starts():
+    """`extending` (two bisections, a slice) equals the filter it replaces, on seeded random
+    sorted key lists over bytes that sort at the ends (0x00, 0xff) and in the middle (N = 3,000)."""
+    from constrained_spec.grammar.finite_keys import extending
+
+    rng = random.Random(3)
+    alphabet = [0, 1, 97, 98, 254, 255]
+    for _ in range(3000):
+        raws = sorted({bytes(rng.choice(alphabet) for _ in range(rng.randrange(5))) for _ in range(rng.randrange(12))})
+        prefix = bytes(rng.choice(alphabet) for _ in range(rng.randrange(4)))
+        assert extending(raws, prefix) == [raw for raw in raws if raw.startswith(prefix)], (raws, prefix)

@@ -374,9 +374,8 @@ def _llguidance_or_native(
             if spec is None or (len(rewritten) > 1 and spec == rewritten[0]):
                 return None
             compiled = None
-            # the required keys that moved, for the tracker; none under uniqueItems (unique_items.py
-            # sees an object item repeated in another key order only once complete: a dead end)
-            released = None if unique_items else Released()
+            # the required keys that moved, for the tracker; none inside unique arrays' items
+            released = Released(unique_at=[where.removesuffix("/uniqueItems") for where in unique_items])
             reordered = any_order(spec, released)  # keys in any order; as declared where llguidance refuses that
             for spec in [reordered, spec] if reordered is not spec else [spec]:
                 try:

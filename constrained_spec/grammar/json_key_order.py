@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -383,6 +384,22 @@ def _refs_in(node: Any, out: set[tuple[str, ...]]) -> set[tuple[str, ...]]:
     return out
 
 
+def _within(roots: list[dict], resolve: Callable[[str], dict | None]) -> set[int]:
+    """The ids of every schema object inside `roots`, their references followed."""
+    seen: set[int] = set()
+    todo: list[Any] = list(roots)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, list):
+            todo += node
+        elif isinstance(node, dict) and id(node) not in seen:
+            seen.add(id(node))
+            if isinstance(node.get("$ref"), str):
+                todo.append(resolve(node["$ref"]))
+            todo += [value for key, value in node.items() if key not in ("enum", "const", "default", "examples")]
+    return seen
+
+
 def any_order(spec: Any, released: Released | None = None) -> Any:
     """`spec` (a schema for llguidance) with the optional keys that can move as exact patterns
     (one pattern per schema: `^(?:a|b)$`); `spec` itself is not changed, and is what comes back
@@ -395,6 +412,9 @@ def any_order(spec: Any, released: Released | None = None) -> Any:
     planner = _Planner(spec)
     if released is not None:
         planner.fixed = fixed_nodes(spec, planner.resolve, planner.kinds)
+        if released.unique_at:  # nothing moves inside unique arrays (none where one is not found)
+            arrays = [planner.resolve("#" + where) for where in released.unique_at]
+            planner.fixed = set() if None in arrays else planner.fixed - _within(arrays, planner.resolve)
         released.spec, released.fixed, released.resolve, released.kinds = spec, planner.fixed, planner.resolve, planner.kinds
     planner.walk()
     if not any(keep < len(planner.nodes[i].get("properties", {})) for i, keep in planner.keep.items()):

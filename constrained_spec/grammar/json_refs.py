@@ -22,7 +22,7 @@ from .json_merge import DATA_KEYWORDS, NAME_MAPS, pointer
 from .json_shapes import schema_children
 from .protocol import GrammarError
 
-__all__ = ["bundle", "reference_registry", "register_schema", "registered_schema", "without_unreachable_definitions"]
+__all__ = ["bundle", "id_keywords", "reference_registry", "register_schema", "registered_schema", "without_unreachable_definitions"]
 
 _REGISTERED: dict[str, Any] = {}
 _LOCK = threading.Lock()
@@ -87,9 +87,9 @@ def bundle(schema: Any) -> Any:
     where every reference is a plain local one already (nothing is copied)."""
     if not isinstance(schema, dict) or not _needs_bundling(schema):
         return schema
-    base = schema.get("$id", schema.get("id"))
+    id_keys = id_keywords(schema)
+    base = _node_id(schema, id_keys)
     root_uri = _document(base) if isinstance(base, str) else ""
-    id_keys = _id_keywords(schema)
     placed: dict[str, str] = {}  # resource URI -> its pointer in the bundle (documents and nested $ids)
     anchors: dict[tuple[str, str], str] = {}  # (resource URI, anchor name) -> its pointer in the bundle
     defs: dict[str, Any] = {}
@@ -133,7 +133,7 @@ def bundle(schema: Any) -> Any:
         name = f"{_PREFIX}{number}"
         taken.add(name)
         at = pointer("", "$defs", name)
-        keys = _id_keywords(document) if isinstance(document, dict) else ("$id",)  # the copy's own dialect
+        keys = id_keywords(document) if isinstance(document, dict) else ("$id",)  # the copy's own dialect
         index(document, uri, at, keys)
         defs[name] = True  # placeholder while the copy is rewritten (a cycle finds it placed)
         defs[name] = rewrite(document, uri, at, at, "", keys)
@@ -190,11 +190,12 @@ def bundle(schema: Any) -> Any:
     return bundled
 
 
-def _id_keywords(schema: dict) -> tuple[str, ...]:
-    """The keywords that give a subschema its own URI: `$id`, and `id` where the schema declares
-    draft 3 or 4 (elsewhere `id` is an annotation, often a plain name)."""
+def id_keywords(schema: dict) -> tuple[str, ...]:
+    """The keyword that gives a subschema its own URI: `id` where the schema declares draft 3 or
+    4, `$id` from draft 6 on (each an annotation in the other drafts: `id` often a plain name,
+    `$id` a path some draft-4 generators write; jsonschema reads them so)."""
     dialect = schema.get("$schema")
-    return ("$id", "id") if isinstance(dialect, str) and ("draft-03" in dialect or "draft-04" in dialect) else ("$id",)
+    return ("id",) if isinstance(dialect, str) and ("draft-03" in dialect or "draft-04" in dialect) else ("$id",)
 
 
 def _node_id(node: dict, keys: tuple[str, ...]) -> Any:
@@ -278,7 +279,7 @@ def without_unreachable_definitions(schema: Any) -> Any:
 def _needs_bundling(schema: dict) -> bool:
     """Whether some `$ref` names another document, or some subschema has its own `$id` (`id` in
     drafts 3-4: what `bundle` reads as one), which changes what the references below it mean."""
-    id_keys = _id_keywords(schema)
+    id_keys = id_keywords(schema)
     for path, node in _subschemas(schema, ""):
         ref = node.get("$ref")
         if isinstance(ref, str) and _document(ref):

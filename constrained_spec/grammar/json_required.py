@@ -221,8 +221,12 @@ class KeyContexts:
 @dataclass
 class Released:
     """What json_key_order.any_order left to the tracker: per fixed node of `spec` (by id), the
-    required keys it moved out of `required`."""
+    required keys it moved out of `required`. `unique_at`: given by the caller, the JSON pointers
+    (in `spec`) of the arrays whose items unique_items.py keeps unique: no required key moves
+    inside their items (that wrapper sees an item repeated in another key order only once it is
+    complete: a dead end)."""
 
+    unique_at: list[str] = field(default_factory=list)
     freed: dict[int, frozenset[str]] = field(default_factory=dict)
     spec: Any = None
     fixed: set[int] = field(default_factory=set)

@@ -20,6 +20,7 @@ import re
 from typing import Any, Callable
 
 from .json_key_sets import pattern_keys
+from .json_refs import id_keywords
 from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, at, discriminated_conditions, enum_values, listed_names, name_keywords, pointer
 from .json_merge import DATA_KEYWORDS as _DATA, LEFT_OUT as _LEFT_OUT, keywords_mapped as _schema_keys_mapped
 from .json_negation import MAX_ONE_OF, complement
@@ -60,14 +61,21 @@ def without_unknown_metaschemas(node: Any) -> Any:
     URI, `https://` spellings of draft 7, `http://json-schema.org/schema#`) and refuses the
     schema. Without one it reads the schema as 2020-12, as Python's jsonschema does for a URI
     it does not know; the keywords read the same in every draft on both engines (items as an
-    array, boolean exclusiveMinimum: json_merge.clean), only `$id` resolution depends on it."""
-
-    def known(key: str, value: Any) -> Any:
-        if key == "$schema" and isinstance(value, str):
-            return _LEFT_OUT if _metaschema(value) is None else _metaschema(value)
-        return value
-
-    return _schema_keys_mapped(node, known)
+    array, boolean exclusiveMinimum: json_merge.clean), only `$id` resolution depends on it.
+    A `$schema` below the root is left out: we read a schema in its root's dialect (json_refs:
+    `id` names a resource only under a draft 3/4 root, and bundling makes nested resources'
+    references root pointers), while llguidance read a draft-04 subschema's `id` as the base of
+    the root-relative `$ref`s inside it and refused them as missing resources. Likewise `$id`
+    under a draft 3/4 root, an annotation there (json_refs.id_keywords) that llguidance read as
+    a base URI (SchemaStore's cryproj: `$id` paths beside `$ref`s into the root's definitions)."""
+    if not isinstance(node, dict):
+        return node
+    dropped = {"$schema"} | ({"$id"} if id_keywords(node) == ("id",) else set())
+    mapped = _schema_keys_mapped(node, lambda key, value: _LEFT_OUT if key in dropped else value)
+    dialect = node.get("$schema", _LEFT_OUT)
+    if isinstance(dialect, str):
+        dialect = _LEFT_OUT if _metaschema(dialect) is None else _metaschema(dialect)
+    return mapped if dialect is _LEFT_OUT else {"$schema": dialect, **mapped}
 
 
 def _bare(node: Any) -> str:
@@ -611,7 +619,9 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
             target = inlined(ref)
             siblings = _vacuous_dropped({k: v for k, v in node.items() if k in VALIDATION and k != "$ref"}, target)
             if not siblings:  # renovate's managers: `{"$ref": "#", "type": "object", "items": ...}` of an object root
-                node = {"$ref": ref}  # (llguidance unrolls a cycle beside annotations too, past its 50,000 nodes)
+                # (llguidance unrolls a cycle beside annotations too, past its 50,000 nodes); the
+                # definitions stay, the references point into them (a root `$ref` beside them)
+                node = {"$ref": ref, **{k: v for k, v in node.items() if k in ("$defs", "definitions")}}
             else:
                 cycle = merged_cycle(ref, target, siblings, path, negated, keep_open)
                 if cycle is not None:
@@ -630,6 +640,9 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
                     moved_into: [{**o, **siblings} if isinstance(o, dict) and "$ref" in o and not set(o) & set(siblings)
                                  else {"allOf": [o, siblings]} for o in node[options_key]]}
         out = _names_as_properties(dict(node), closed_objects, checks.deref)
+        if "if" not in out:  # `then` and `else` without an `if` have no effect (llguidance refused them)
+            out.pop("then", None)
+            out.pop("else", None)
         if implied_type(out):
             del out["type"]
         _listed_patterns_as_properties(out)

@@ -156,8 +156,8 @@ class RequiredKeysMatcher(TrackingMatcher):
             tokens = opening
         else:
             tokens = others if type(top) is tuple and top[1] else every
-        if not len(tokens):
-            return
+        if not len(tokens) and tokens is not others:
+            return  # (with `others`, the tokens starting with `}` go even where no other token holds one)
         host, words = self._host.words(bitmask, row)  # [ceil(V/32)] uint32
         if tokens is others:  # a token starting with `}` closes this very object
             leading.remove_from(words)

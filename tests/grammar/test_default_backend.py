@@ -163,6 +163,56 @@ def test_metaschema_uris_llguidance_would_fetch_stay_on_llguidance(uri):
         assert not _walk(compiled, schema, text), text
 
 
+def test_a_nested_draft_04_id_does_not_rebase_root_pointers_on_llguidance():
+    # JSONSchemaBench o44063: a definition declaring draft 04 and an `id`, under a root with no
+    # $schema. We and jsonschema read the schema in its root's dialect, where `id` names nothing,
+    # so the `$ref`s inside point from the root; llguidance took the `id` as their base, missed
+    # the resource and refused the schema (our Lark path: 330 ms compiles, 3.5 ms masks).
+    schema = {"type": "object", "properties": {"lemon": {"$ref": "#/definitions/lemon"}},
+              "definitions": {"lemon": {"$schema": "http://json-schema.org/draft-04/schema", "id": "schema/lemon",
+                                        "type": "object", "additionalProperties": False,
+                                        "properties": {"size": {"$ref": "#/definitions/lemon/definitions/size"}},
+                                        "definitions": {"size": {"enum": ["small", "large"]}}}}}
+    compiled = compile_json_schema(schema, BYTES)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    for text in ('{"lemon":{"size":"small"}}', '{"lemon":{}}', '{}', '{"other":[1]}'):
+        assert _valid(schema, text) and _walk(compiled, schema, text), text
+    for text in ('{"lemon":{"size":"medium"}}', '{"lemon":{"id":"x"}}', '{"lemon":[]}'):
+        assert not _valid(schema, text) and not _walk(compiled, schema, text), text
+
+
+def test_a_root_reference_into_a_cycle_keeps_its_definitions_on_llguidance():
+    # JSONSchemaBench o83258: a root `$ref` into a cycle beside `type: object` (what the target
+    # says already) and the definitions. The vacuous `type` was dropped with every other
+    # sibling, the definitions too: llguidance refused the dangling pointer, our Lark path took it.
+    element = {"type": "object", "additionalProperties": False, "required": ["type"],
+               "properties": {"type": {"type": "string"},
+                              "children": {"oneOf": [{"type": "string"}, {"$ref": "#/definitions/element"},
+                                                    {"type": "array", "items": {"$ref": "#/definitions/element"}}]}}}
+    schema = {"$ref": "#/definitions/element", "type": "object", "title": "element", "definitions": {"element": element}}
+    compiled = compile_json_schema(schema, BYTES)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    for text in ('{"type":"div"}', '{"type":"div","children":"x"}', '{"type":"a","children":[{"type":"b","children":{"type":"c"}}]}'):
+        assert _valid(schema, text) and _walk(compiled, schema, text), text
+    for text in ('{}', '{"type":"a","children":[{"children":"x"}]}', '{"type":"a","x":1}', '"div"'):
+        assert not _valid(schema, text) and not _walk(compiled, schema, text), text
+
+
+def test_then_and_else_without_if_say_nothing_on_llguidance():
+    # JSONSchemaBench o36012 and SchemaStore's meta.json: an allOf member holding only `else`.
+    # Without an `if` neither `then` nor `else` has any effect; llguidance refused the keyword
+    # and the schema went to our compiler (o36012: the Lark path; meta.json: refused as too large).
+    schema = {"type": "object", "properties": {"name": {"type": "string"}},
+              "allOf": [{"if": {"properties": {"name": {"const": "a"}}}, "then": {"required": ["x"]}},
+                        {"else": {"required": ["name"]}}, {"then": {"properties": {"name": {"type": "integer"}}}}]}
+    compiled = compile_json_schema(schema, BYTES)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    for text in ('{"x":1}', '{"name":"b"}', '{"name":"a","x":1}'):
+        assert _valid(schema, text) and _walk(compiled, schema, text), text
+    for text in ('{}', '{"name":"a"}', '{"name":1,"x":1}'):  # (the first `if` holds where `name` is absent)
+        assert not _valid(schema, text) and not _walk(compiled, schema, text), text
+
+
 @pytest.mark.parametrize("counts", [{"minProperties": 2, "maxProperties": 2}, {"maxProperties": 2}, {"minProperties": 3, "maxProperties": 4}])
 def test_property_counts_of_a_closed_object_on_llguidance(counts):
     # Snowplow's enrichment inputs: `placeholder` and exactly one of `pojo`/`json`. llguidance

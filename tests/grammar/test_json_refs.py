@@ -80,8 +80,13 @@ def test_a_meta_schema_reference_is_built_in_and_exact(backend):
     for value in INVALID:
         assert not validator.is_valid(value), value
         assert not _accepts(compiled, value), value
+    # sampled outputs: 60 seeded walks, each finished one valid per jsonschema. On the root
+    # closed: with its required keys in any order, a walk uniform over bytes writes undeclared
+    # keys before them and finished none of 60 within 3,000 bytes
+    closed = {**CONFIG, "additionalProperties": False}
+    compiled, validator = compile_json_schema(closed, BYTES, backend=backend), jsonschema.Draft202012Validator(closed)
     rng, finished = random.Random(7), 0
-    for _ in range(60):  # sampled outputs: 60 seeded walks, each finished one valid per jsonschema
+    for _ in range(60):
         text = _walk(compiled, rng)
         if text is not None:
             validator.validate(json.loads(text))
@@ -175,6 +180,22 @@ def test_id_is_an_identifier_only_where_the_dialect_says_so():
         for backend in ("default", "native"):
             compiled = compile_json_schema(schema, BYTES, backend=backend)
             assert _accepts(compiled, {"a": {"b": good}}) and not _accepts(compiled, {"a": {"b": bad}}), (backend, schema["$schema"])
+
+
+def test_dollar_id_is_an_annotation_in_draft_4():
+    """Draft 4 names resources with `id` only: a `$id` there is an annotation (SchemaStore's
+    cryproj schemas, generated with `$id` paths on every node), so `#/...` beside it stays a root
+    pointer. We read `$id` as a resource and refused the `$ref`; llguidance, handed the `$id`s,
+    missed the resource too. jsonschema agrees with the reading."""
+    schema = {"$schema": "http://json-schema.org/draft-04/schema#", "$id": "http://example.org/root.json",
+              "definitions": {"n": {"$id": "/definitions/n", "type": "integer"}},
+              "properties": {"a": {"$id": "/properties/a", "type": "object",
+                                   "properties": {"b": {"$id": "/properties/a/properties/b", "$ref": "#/definitions/n"}}}}}
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    assert validator.is_valid({"a": {"b": 1}}) and not validator.is_valid({"a": {"b": "x"}})
+    for backend in ("default", "native"):
+        compiled = compile_json_schema(schema, BYTES, backend=backend)
+        assert _accepts(compiled, {"a": {"b": 1}}) and not _accepts(compiled, {"a": {"b": "x"}}), backend
 
 
 def test_definitions_no_reference_reaches_are_left_out():

@@ -124,6 +124,59 @@ def test_a_missing_key_leaves_the_object_open_not_stuck(smollm2_tokenizer, smoll
     assert fork.validate_tokens([close]) == 0 and fork.validate_tokens(rest) == len(rest)
 
 
+def test_a_byte_vocabulary_mask_keeps_the_object_open():
+    """In a vocabulary where no token holds `}` after its first byte, the mask still clears `}`
+    itself while a required key is missing (it returned before doing so, and a sampler took the
+    `}` accept_token then refused), in step with validate_tokens at every byte."""
+    from constrained_spec.bitmask import unpack_bitmask
+    from constrained_spec.grammar import Vocabulary
+
+    vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+    compiled = compile_json_schema(NESTED, vocab)
+    assert isinstance(compiled, RequiredKeysGrammar)
+    text = b'{"name":"a","meta":{"id":1}}'
+    matcher, mask = compiled.matcher(), new_bitmask(1, vocab.size)
+    for i, byte in enumerate(text):
+        matcher.fill_bitmask(mask)
+        allowed = unpack_bitmask(mask, vocab.size)[0]
+        for probe in (ord("}"), 256):
+            assert bool(allowed[probe]) == (matcher.validate_tokens([probe]) == 1), (text[:i], probe)
+        if text[:i] in (b"{", b'{"name":"a"', b'{"name":"a","meta":{'):  # outside strings, a key missing
+            assert not allowed[ord("}")], text[:i]
+        if text[:i] in (b'{"name":"a","meta":{"id":1', b'{"name":"a","meta":{"id":1}'):
+            assert allowed[ord("}")], text[:i]
+        matcher.accept_token(byte)
+    assert matcher.is_accepting()
+
+
+def test_required_keys_move_beside_a_unique_array_not_inside_its_items():
+    """A schema holding uniqueItems kept every required key in schema order (SchemaStore's
+    cryproj: a valid instance writing `$schema` first was refused). Now only the unique array's
+    items keep it (the uniqueItems wrapper tells two items apart only once each is complete);
+    the root's required keys move. Texts judged against jsonschema, byte by byte with EOS."""
+    from constrained_spec.grammar import Vocabulary
+    from constrained_spec.grammar.unique_items import UniqueItemsGrammar
+
+    vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+    item = {"type": "object", "properties": {"k": {"type": "string"}, "v": {"type": "integer"}}, "required": ["k", "v"]}
+    schema = {"type": "object", "properties": {"tags": {"type": "array", "items": item, "uniqueItems": True},
+                                               "name": {"type": "string"}, "id": {"type": "integer"}},
+              "required": ["name", "id"]}
+    compiled = compile_json_schema(schema, vocab)
+    assert isinstance(compiled, UniqueItemsGrammar) and isinstance(compiled.inner, RequiredKeysGrammar)
+
+    def accepted(text: str) -> bool:
+        ids = list(text.encode()) + [256]
+        return compiled.matcher().validate_tokens(ids) == len(ids)
+
+    validator = jsonschema.Draft202012Validator(schema)
+    for text in ('{"x":0,"id":1,"name":"a"}', '{"id":1,"tags":[{"k":"a","v":1},{"k":"a","v":2}],"name":"a"}'):
+        assert validator.is_valid(json.loads(text)) and accepted(text), text
+    for text in ('{"id":1,"x":0}', '{"name":"a","id":1,"tags":[{"k":"a","v":1},{"k":"a","v":1}]}', '{"name":"a","id":1,"tags":[{"k":"a"}]}'):
+        assert not validator.is_valid(json.loads(text)) and not accepted(text), text
+    assert not accepted('{"name":"a","id":1,"tags":[{"v":1,"k":"a"}]}')  # valid, but items keep schema order
+
+
 def test_frame_text_around_a_tool_call(smollm2_tokenizer, smollm2_vocab):
     """The server writes a tool call as frame text around the arguments: the tracker skips the
     prefix and checks the arguments object."""

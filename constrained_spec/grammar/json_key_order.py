@@ -39,10 +39,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from copy import deepcopy
 from typing import Any
 from urllib.parse import quote
 
-from .json_merge import STRUCTURAL, VALIDATION, pointer_parts
+from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, pointer_parts
 from .json_required import Released, fixed_nodes
 from .protocol import GrammarError
 
@@ -400,6 +401,67 @@ def _within(roots: list[dict], resolve: Callable[[str], dict | None]) -> set[int
     return seen
 
 
+def _fixed(spec: dict, planner: "_Planner", released: Released) -> set[int]:
+    """The fixed nodes of `spec` (json_required.fixed_nodes), none inside unique arrays
+    (Released.unique_at; none at all where one is not found)."""
+    fixed = fixed_nodes(spec, planner.resolve, planner.kinds)
+    if released.unique_at:
+        arrays = [planner.resolve("#" + where) for where in released.unique_at]
+        fixed = set() if None in arrays else fixed - _within(arrays, planner.resolve)
+    return fixed
+
+
+# beside an anyOf of bare `required` branches, what could leave a branch's key unwritable or
+# the node's object decided elsewhere: no lift there
+_NOT_BESIDE_LIFTED = {"allOf", "$ref", "oneOf", "not", "if", "propertyNames", "minProperties", "maxProperties",
+                      "unevaluatedProperties", "dependentSchemas", "dependencies", "patternProperties"}
+
+
+def _vacuous_properties(branch: dict) -> bool:
+    """Whether a branch's `properties` (if any) say nothing: `true` or `{}` each (what
+    llguidance_schema declares a branch's undeclared required keys with)."""
+    props = branch.get("properties", {})
+    return isinstance(props, dict) and all(v is True or v == {} for v in props.values())
+
+
+def _any_of_lifted(spec: dict, fixed: set[int]) -> tuple[dict, dict[int, tuple[frozenset[str], ...]]] | None:
+    """A copy of `spec` without the anyOf of each fixed node whose branches only require keys
+    the node itself declares ("at least one of these", 58 of the 172 JSONSchemaBench schemas
+    with a valid instance refused held one): its keys then move like optional ones, and the
+    required-keys tracker enforces the branches (one key set of them held whole). With, per
+    copied node (by id), the branches' key sets. None where no node has such an anyOf."""
+    chosen: dict[int, tuple[frozenset[str], ...]] = {}
+    todo: list[Any] = [spec]
+    seen: set[int] = set()
+    while todo:
+        node = todo.pop()
+        if isinstance(node, list):
+            todo += node
+            continue
+        if not isinstance(node, dict) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        todo += [v for k, v in node.items() if k not in ("enum", "const", "default", "examples")]
+        branches, props = node.get("anyOf"), node.get("properties")
+        if id(node) not in fixed or not isinstance(branches, list) or len(branches) < 2 or not isinstance(props, dict) \
+                or set(node) & _NOT_BESIDE_LIFTED:
+            continue
+        if all(isinstance(b, dict) and not set(b) - ANNOTATIONS - {"required", "properties"} and isinstance(b.get("required"), list)
+               and b["required"] and all(isinstance(k, str) and k in props and props[k] is not False for k in b["required"])
+               and _vacuous_properties(b) for b in branches):
+            chosen[id(node)] = tuple(frozenset(b["required"]) for b in branches)
+    if not chosen:
+        return None
+    memo: dict[int, Any] = {}
+    copy = deepcopy(spec, memo)
+    lifted: dict[int, tuple[frozenset[str], ...]] = {}
+    for old, ways in chosen.items():
+        node = memo[old]
+        del node["anyOf"]
+        lifted[id(node)] = ways
+    return copy, lifted
+
+
 def any_order(spec: Any, released: Released | None = None) -> Any:
     """`spec` (a schema for llguidance) with the optional keys that can move as exact patterns
     (one pattern per schema: `^(?:a|b)$`); `spec` itself is not changed, and is what comes back
@@ -410,14 +472,17 @@ def any_order(spec: Any, released: Released | None = None) -> Any:
     if not isinstance(spec, dict):
         return spec
     planner = _Planner(spec)
+    lifted = False
     if released is not None:
-        planner.fixed = fixed_nodes(spec, planner.resolve, planner.kinds)
-        if released.unique_at:  # nothing moves inside unique arrays (none where one is not found)
-            arrays = [planner.resolve("#" + where) for where in released.unique_at]
-            planner.fixed = set() if None in arrays else planner.fixed - _within(arrays, planner.resolve)
+        planner.fixed = _fixed(spec, planner, released)
+        copied = _any_of_lifted(spec, planner.fixed)
+        if copied is not None:  # planned again on the copy, whose nodes it holds by identity
+            spec, released.any_of = copied
+            planner, lifted = _Planner(spec), True
+            planner.fixed = _fixed(spec, planner, released)
         released.spec, released.fixed, released.resolve, released.kinds = spec, planner.fixed, planner.resolve, planner.kinds
     planner.walk()
-    if not any(keep < len(planner.nodes[i].get("properties", {})) for i, keep in planner.keep.items()):
+    if not lifted and not any(keep < len(planner.nodes[i].get("properties", {})) for i, keep in planner.keep.items()):
         return spec
     targets = _refs_in(spec, set())
     referenced = {t[:i] for t in targets for i in range(len(t) + 1)}  # paths a $ref points into

@@ -156,14 +156,17 @@ class KeyContexts:
     context of a key's value and of an array's elements. Built lazily, kept per compiled grammar."""
 
     def __init__(self, spec: dict, freed: dict[int, frozenset[str]], fixed: set[int], resolve: Callable[[str], dict | None],
-                 kinds: Kinds = _any_kind) -> None:
+                 kinds: Kinds = _any_kind, any_of: dict[int, tuple[frozenset[str], ...]] | None = None) -> None:
         self._freed = freed
+        self._any_of = any_of or {}
         self._fixed = fixed
         self._resolve = resolve
         self._kinds = kinds
         self._ids: dict[frozenset[int], int] = {frozenset(): 0}
         self._nodes: list[tuple[dict, ...]] = [()]  # context -> its nodes
-        self.required: list[frozenset[str]] = [frozenset()]  # context -> keys the tracker enforces
+        # context -> the key sets the tracker enforces, one of which an object must hold whole
+        # (its nodes' freed keys, with one set of each lifted anyOf: Released.any_of)
+        self.required: list[tuple[frozenset[str], ...]] = [(frozenset(),)]
         self._by_key: dict[tuple[int, str], int] = {}
         self._by_item: dict[int, int] = {}
         self.root = self._intern(self._expand([spec]))
@@ -192,7 +195,12 @@ class KeyContexts:
         if found is None:
             found = self._ids[key] = len(self._nodes)
             self._nodes.append(tuple(nodes.values()))
-            self.required.append(frozenset().union(*(self._freed.get(i, frozenset()) for i in nodes)))
+            ways = [frozenset().union(*(self._freed.get(i, frozenset()) for i in nodes))]
+            for i in nodes:
+                if i in self._any_of:
+                    ways = [way | keys for way in ways for keys in self._any_of[i]]
+            # a way holding another is never the first met: the smaller one empties first
+            self.required.append(tuple(w for w in dict.fromkeys(ways) if not any(o < w for o in ways)))
         return found
 
     def of_key(self, context: int, key: str) -> int:
@@ -228,6 +236,9 @@ class Released:
 
     unique_at: list[str] = field(default_factory=list)
     freed: dict[int, frozenset[str]] = field(default_factory=dict)
+    # per fixed node (by id) whose anyOf of bare `required` branches any_order lifted out of
+    # `spec`: each branch's keys, one set of which the tracker requires
+    any_of: dict[int, tuple[frozenset[str], ...]] = field(default_factory=dict)
     spec: Any = None
     fixed: set[int] = field(default_factory=set)
     resolve: Callable[[str], dict | None] | None = None
@@ -235,6 +246,6 @@ class Released:
 
     def contexts(self) -> KeyContexts | None:
         """The tracker's tables, None where no required key moved."""
-        if not self.freed or self.resolve is None:
+        if not (self.freed or self.any_of) or self.resolve is None:
             return None
-        return KeyContexts(self.spec, self.freed, self.fixed, self.resolve, self.kinds)
+        return KeyContexts(self.spec, self.freed, self.fixed, self.resolve, self.kinds, self.any_of)

@@ -11,7 +11,9 @@ written (its schema is satisfiable, no `propertyNames` or count bounds it), so n
 off where it was not before.
 
 State: (stack, in_string, escaped, key, pending, skip). stack holds frames: an object is
-(context, missing keys, the context of the current key's value, key next), an array is its
+(context, missing keys: per way to meet it, the keys that way still needs (one way unless an
+anyOf of bare `required` branches was lifted: json_key_order), the context of the current key's
+value, key next), an array is its
 elements' context (int). key: the raw bytes of the key being read (None outside keys). pending:
 the context of the next value where no container holds it (the root's, 0 once it closed). skip:
 bytes of the literal frame text still to pass before the value. Immutable: rollback is a pop.
@@ -52,7 +54,8 @@ def _advance(state: State, data: bytes, contexts: KeyContexts) -> State | None:
                 if key is not None:
                     context, missing, _, _ = stack[-1]
                     name = decode_key(key)
-                    stack = stack[:-1] + ((context, missing - {name}, contexts.of_key(context, name), False),)
+                    missing = tuple(way - {name} for way in missing) if any(name in way for way in missing) else missing
+                    stack = stack[:-1] + ((context, missing, contexts.of_key(context, name), False),)
                     key = None
             elif key is not None:
                 key += bytes((byte,))
@@ -69,7 +72,7 @@ def _advance(state: State, data: bytes, contexts: KeyContexts) -> State | None:
             stack += ((context, contexts.required[context], 0, True),) if byte == 0x7B else (contexts.of_item(context),)
         elif byte == 0x7D:  # }
             if stack and type(stack[-1]) is tuple:
-                if stack[-1][1]:
+                if all(stack[-1][1]):  # every way still misses a key
                     return _MISSING
                 stack = stack[:-1]
         elif byte == 0x5D:  # ]
@@ -138,7 +141,7 @@ class RequiredKeysMatcher(TrackingMatcher):
         if key is not None or escaped:
             return  # inside a key or an escape no token closes an object (the grammar writes `:` first)
         if self._open[0] is not stack:
-            self._open = (stack, any(type(frame) is tuple and frame[1] for frame in stack))
+            self._open = (stack, any(type(frame) is tuple and all(frame[1]) for frame in stack))
         every, leading, others, opening, inside, inside_opening = self._grammar._closers
         token_bytes, contexts = self._grammar.vocab.token_bytes, self._grammar.contexts
         if in_string:  # a handful of tokens (`"}`, `"},`), judged once per stack
@@ -155,7 +158,7 @@ class RequiredKeysMatcher(TrackingMatcher):
         if not self._open[1]:  # no open object misses a key: only a token opening one can close it (`{}`)
             tokens = opening
         else:
-            tokens = others if type(top) is tuple and top[1] else every
+            tokens = others if type(top) is tuple and all(top[1]) else every
         if not len(tokens) and tokens is not others:
             return  # (with `others`, the tokens starting with `}` go even where no other token holds one)
         host, words = self._host.words(bitmask, row)  # [ceil(V/32)] uint32

@@ -981,13 +981,21 @@ def test_schemas_a_reference_finds_outside_keyword_positions_are_rewritten_too()
 
 def test_parts_of_a_closed_object_need_no_unique_keys_wrapper():
     """An object closed where its parts merge holds only its declared keys: llguidance alone,
-    without the unique-keys wrapper (~5 us of Python a mask), and still no key twice."""
-    schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "null"}},
-              "anyOf": [{"required": ["a"]}, {"required": ["b"]}]}
+    without the unique-keys wrapper (~5 us of Python a mask), and still no key twice. (Where
+    the parts only require keys, "at least one of a, b", the anyOf is lifted to the required-keys
+    tracker and the keys move: the wrappers then keep them single, in any order.)"""
+    schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "null"}},  # (a third branch: no lift)
+              "anyOf": [{"required": ["a"]}, {"required": ["b"]}, {"required": ["a"], "minLength": 2}]}
     compiled = compile_json_schema(schema, BYTES, closed_objects=True)
     assert isinstance(compiled, LLGuidanceGrammar)
     for text, ok in {'{"a":"x"}': True, '{"a":"x","b":null}': True, '{"a":"x","a":"y"}': False, '{"c":1}': False, "{}": False}.items():
         assert _walk(compiled, schema, text) == ok, text
+    lifted = {**schema, "anyOf": [{"required": ["a"]}, {"required": ["b"]}]}
+    compiled = compile_json_schema(lifted, BYTES, closed_objects=True)
+    assert not isinstance(compiled, LLGuidanceGrammar)
+    for text, ok in {'{"a":"x"}': True, '{"b":null,"a":"x"}': True, '{"a":"x","a":"y"}': False, '{"b":null,"b":null}': False,
+                     '{"c":1}': False, "{}": False}.items():
+        assert _walk(compiled, lifted, text) == ok, text
 
 
 @pytest.mark.parametrize("schema,dropped", [

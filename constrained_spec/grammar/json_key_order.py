@@ -391,13 +391,11 @@ def _within(roots: list[dict], resolve: Callable[[str], dict | None]) -> set[int
     todo: list[Any] = list(roots)
     while todo:
         node = todo.pop()
-        if isinstance(node, list):
-            todo += node
-        elif isinstance(node, dict) and id(node) not in seen:
+        if isinstance(node, dict) and id(node) not in seen:
             seen.add(id(node))
             if isinstance(node.get("$ref"), str):
                 todo.append(resolve(node["$ref"]))
-            todo += [value for key, value in node.items() if key not in ("enum", "const", "default", "examples")]
+            todo += _children(node)
     return seen
 
 
@@ -435,13 +433,10 @@ def _any_of_lifted(spec: dict, fixed: set[int]) -> tuple[dict, dict[int, tuple[f
     seen: set[int] = set()
     while todo:
         node = todo.pop()
-        if isinstance(node, list):
-            todo += node
-            continue
         if not isinstance(node, dict) or id(node) in seen:
             continue
         seen.add(id(node))
-        todo += [v for k, v in node.items() if k not in ("enum", "const", "default", "examples")]
+        todo += _children(node)
         branches, props = node.get("anyOf"), node.get("properties")
         if id(node) not in fixed or not isinstance(branches, list) or len(branches) < 2 or not isinstance(props, dict) \
                 or set(node) & _NOT_BESIDE_LIFTED:

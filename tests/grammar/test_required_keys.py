@@ -212,6 +212,21 @@ def test_an_any_of_of_required_keys_is_lifted_to_the_tracker(vacuous):
     assert judged[True] == 242 and judged[False] == 84, judged  # (326 texts)
 
 
+@pytest.mark.parametrize("name", ["default", "enum", "properties"])
+def test_nothing_moves_under_a_property_of_a_unique_item_whatever_its_name(name):
+    """The walk over a unique array's items goes by keyword, not by dict key: a property named
+    like a data keyword (`default`, `enum`) is a schema too, and its object keeps its required
+    keys in place (walked as dict keys, its subtree was skipped and `k`, `v` were freed)."""
+    inner = {"type": "object", "properties": {"k": {"type": "integer"}, "v": {"type": "integer"}, "w": {}}, "required": ["k", "v"]}
+    items = {"type": "object", "properties": {name: inner}}
+    released = Released(unique_at=[""])
+    any_order({"type": "array", "items": items}, released)
+    assert not released.freed
+    outside = Released(unique_at=["/properties/list"])  # the same object beside the unique array: its keys move
+    any_order({"type": "object", "properties": {"list": {"type": "array", "items": {}}, name: inner}}, outside)
+    assert list(outside.freed.values()) == [frozenset({"k", "v"})]
+
+
 def test_frame_text_around_a_tool_call(smollm2_tokenizer, smollm2_vocab):
     """The server writes a tool call as frame text around the arguments: the tracker skips the
     prefix and checks the arguments object."""

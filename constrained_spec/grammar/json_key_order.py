@@ -422,13 +422,33 @@ def _vacuous_properties(branch: dict) -> bool:
     return isinstance(props, dict) and all(v is True or v == {} for v in props.values())
 
 
-def _any_of_lifted(spec: dict, fixed: set[int]) -> tuple[dict, dict[int, tuple[frozenset[str], ...]]] | None:
-    """A copy of `spec` without the anyOf of each fixed node whose branches only require keys
-    the node itself declares ("at least one of these", 58 of the 172 JSONSchemaBench schemas
-    with a valid instance refused held one): its keys then move like optional ones, and the
-    required-keys tracker enforces the branches (one key set of them held whole). With, per
-    copied node (by id), the branches' key sets. None where no node has such an anyOf."""
+def _dependency(member: Any) -> tuple[str, frozenset[str]] | None:
+    """(A, {B, ...}) for `{"anyOf": [{"properties": {A: false}}, {"required": [A, B, ...]}]}`,
+    llguidance_schema's spelling of `dependentRequired` (A absent, or A and B... present); None
+    for any other schema."""
+    branches = member.get("anyOf") if isinstance(member, dict) and set(member) == {"anyOf"} else None
+    if not isinstance(branches, list) or len(branches) != 2 or not all(isinstance(b, dict) for b in branches):
+        return None
+    absent, present = branches
+    props, names = absent.get("properties"), present.get("required")
+    if (set(absent) != {"properties"} or not {"required"} <= set(present) <= {"required", "properties"} or not _vacuous_properties(present)
+            or not isinstance(props, dict) or len(props) != 1
+            or not isinstance(names, list) or not all(isinstance(k, str) for k in names)):
+        return None
+    name, value = next(iter(props.items()))
+    return (name, frozenset(names) - {name}) if value is False and names[:1] == [name] else None
+
+
+def _lifted(spec: dict, fixed: set[int]) -> tuple[dict, dict[int, tuple[frozenset[str], ...]], dict[int, dict[str, frozenset[str]]]] | None:
+    """A copy of `spec` without what the required-keys tracker can enforce instead on fixed nodes
+    (their keys then move like optional ones): an anyOf whose branches only require keys the node
+    itself declares ("at least one of these", 58 of the 172 JSONSchemaBench schemas with a valid
+    instance refused held one), and an allOf of `dependentRequired` conditions on keys it declares
+    (docker-compose's services: a closed object with `memswap_limit` needing `mem_limit` kept its
+    80 keys in schema order). With, per copied node (by id), the branches' key sets (one of which
+    the tracker requires whole) and the keys each key requires. None where nothing lifts."""
     chosen: dict[int, tuple[frozenset[str], ...]] = {}
+    needs: dict[int, dict[str, frozenset[str]]] = {}
     todo: list[Any] = [spec]
     seen: set[int] = set()
     while todo:
@@ -437,46 +457,66 @@ def _any_of_lifted(spec: dict, fixed: set[int]) -> tuple[dict, dict[int, tuple[f
             continue
         seen.add(id(node))
         todo += _children(node)
-        branches, props = node.get("anyOf"), node.get("properties")
-        if id(node) not in fixed or not isinstance(branches, list) or len(branches) < 2 or not isinstance(props, dict) \
-                or set(node) & _NOT_BESIDE_LIFTED:
+        props = node.get("properties")
+        if id(node) not in fixed or not isinstance(props, dict):
             continue
-        if all(isinstance(b, dict) and not set(b) - ANNOTATIONS - {"required", "properties"} and isinstance(b.get("required"), list)
-               and b["required"] and all(isinstance(k, str) and k in props and props[k] is not False for k in b["required"])
-               and _vacuous_properties(b) for b in branches):
+        branches, parts = node.get("anyOf"), node.get("allOf")
+        if isinstance(branches, list) and len(branches) >= 2 and not set(node) & _NOT_BESIDE_LIFTED and all(
+                isinstance(b, dict) and not set(b) - ANNOTATIONS - {"required", "properties"} and isinstance(b.get("required"), list)
+                and b["required"] and all(isinstance(k, str) and k in props and props[k] is not False for k in b["required"])
+                and _vacuous_properties(b) for b in branches):
             chosen[id(node)] = tuple(frozenset(b["required"]) for b in branches)
-    if not chosen:
+        elif isinstance(parts, list) and parts and not set(node) & (_NOT_BESIDE_LIFTED - {"allOf"}) and "anyOf" not in node:
+            found = [_dependency(p) for p in parts]
+            if None not in found and all(k in props and props[k] is not False for name, keys in found for k in (name, *keys)):
+                needs[id(node)] = {}
+                for name, keys in found:
+                    needs[id(node)][name] = needs[id(node)].get(name, frozenset()) | keys
+    if not chosen and not needs:
         return None
     memo: dict[int, Any] = {}
     copy = deepcopy(spec, memo)
-    lifted: dict[int, tuple[frozenset[str], ...]] = {}
-    for old, ways in chosen.items():
-        node = memo[old]
-        del node["anyOf"]
-        lifted[id(node)] = ways
-    return copy, lifted
+    for old in chosen:
+        del memo[old]["anyOf"]
+    for old in needs:
+        del memo[old]["allOf"]
+    return copy, {id(memo[old]): ways for old, ways in chosen.items()}, {id(memo[old]): keys for old, keys in needs.items()}
 
 
-def any_order(spec: Any, released: Released | None = None) -> Any:
+def _lifts_move(planner: "_Planner", released: Released) -> bool:
+    """Whether the plan moves every key a lift names. One still declared (the pattern budget,
+    another member of the family keeping it) can no longer be written once a later key is, and
+    the tracker would wait for it forever."""
+    named = [(i, frozenset().union(*ways)) for i, ways in released.any_of.items()]
+    named += [(i, frozenset(needs).union(*needs.values())) for i, needs in released.dependent.items()]
+    return all(i in planner.nodes and all(planner.moves(planner.nodes[i], k) for k in keys) for i, keys in named)
+
+
+def any_order(spec: Any, released: Released | None = None, lift: bool = True) -> Any:
     """`spec` (a schema for llguidance) with the optional keys that can move as exact patterns
     (one pattern per schema: `^(?:a|b)$`); `spec` itself is not changed, and is what comes back
     where no key moves. A moved key a `$ref` points into keeps its own pattern, its schema moves
     to `$defs` and such references follow it. With `released`, the required keys of fixed nodes
     (json_required.py) move too, left out of their `required`: `released` records them, and the
-    result is exact only with required_keys.py's tracker enforcing them."""
+    result is exact only with required_keys.py's tracker enforcing them, with what `_lifted`
+    takes out of what llguidance reads (unless `lift` is False, as where a lift's keys would
+    not all move)."""
     if not isinstance(spec, dict):
         return spec
-    planner = _Planner(spec)
+    original, planner = spec, _Planner(spec)
     lifted = False
     if released is not None:
         planner.fixed = _fixed(spec, planner, released)
-        copied = _any_of_lifted(spec, planner.fixed)
+        copied = _lifted(spec, planner.fixed) if lift else None
         if copied is not None:  # planned again on the copy, whose nodes it holds by identity
-            spec, released.any_of = copied
+            spec, released.any_of, released.dependent = copied
             planner, lifted = _Planner(spec), True
             planner.fixed = _fixed(spec, planner, released)
         released.spec, released.fixed, released.resolve, released.kinds = spec, planner.fixed, planner.resolve, planner.kinds
     planner.walk()
+    if lifted and not _lifts_move(planner, released):  # planned as the schema says instead
+        released.any_of, released.dependent = {}, {}
+        return any_order(original, released, lift=False)
     if not lifted and not any(keep < len(planner.nodes[i].get("properties", {})) for i, keep in planner.keep.items()):
         return spec
     targets = _refs_in(spec, set())

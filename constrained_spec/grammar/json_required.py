@@ -7,12 +7,13 @@ move too where something else enforces it: `required_keys.py` tracks every open 
 refuses the `}` that would close one without its required keys. That tracker must know every
 node an object is validated against whose required keys moved, from the bytes alone, so they may
 move only on *fixed* nodes: reached from the root along edges that hold for every value where
-they apply (`$ref`, `allOf`, `properties`, `additionalProperties` where no pattern decides,
-`items` for every element, an anyOf/oneOf branch that holds wherever it can apply: the only
-branch, or the only one admitting objects (arrays), admitting nothing else and saying nothing of
-the other container: `_typed_branches`) and along no other edge
-(other anyOf/oneOf branches, conditions, `not`, patterns, tuple items, `contains`: which of those
-hold depends on the value). A node also reached through such an edge is not fixed.
+they apply (`$ref`, `allOf`, `properties`, `patternProperties` and `additionalProperties`
+where every reader agrees on each pattern (the key's text tells which apply: docker-compose's
+services under `^[a-zA-Z0-9._-]+$`), `items` for every element, an anyOf/oneOf branch that holds
+wherever it can apply: the only branch, or the only one admitting objects (arrays), admitting
+nothing else and saying nothing of the other container: `_typed_branches`) and along no other
+edge (other anyOf/oneOf branches, conditions, `not`, patterns read differently (`\\w`, `.`),
+tuple items, `contains`: which of those hold depends on the value). A node also reached through such an edge is not fixed.
 
 Contexts: the fixed nodes one value is validated against (a node with its `$ref` and `allOf`
 parts), interned as small ints; 0 is the empty context (nothing tracked below it).
@@ -24,15 +25,29 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .regular import agreed_search
+
 __all__ = ["KeyContexts", "Released", "fixed_nodes"]
 
 _SKIPPED = ("enum", "const", "default", "examples", "$defs", "definitions")  # hold no schema applied here
 
 
+def _patterns(node: dict) -> list[tuple[Callable[[str], bool], Any]] | None:
+    """`node`'s patternProperties as (a test of a key, its schema), where every reader agrees on
+    each pattern (regular.agreed_search: the tracker decides from a key's text alone which apply,
+    as llguidance does); None where one cannot be told so."""
+    patterns = node.get("patternProperties", {})
+    if not isinstance(patterns, dict):
+        return None
+    tests = [(agreed_search(p) if isinstance(p, str) else None, v) for p, v in patterns.items()]
+    return None if any(test is None for test, _ in tests) else tests
+
+
 def _every_extra(node: dict) -> dict | None:
-    """The schema of every undeclared key's value (additionalProperties, where no pattern decides)."""
+    """The schema of every undeclared key's value matched by no pattern (additionalProperties,
+    where the patterns can be told: _patterns)."""
     value = node.get("additionalProperties")
-    return value if isinstance(value, dict) and not node.get("patternProperties") else None
+    return value if isinstance(value, dict) and _patterns(node) is not None else None
 
 
 def _every_item(node: dict) -> dict | None:
@@ -109,7 +124,7 @@ def _edges(node: dict, resolve: Callable[[str], dict | None], kinds: Kinds) -> t
                 fixed.append(target)
         elif key == "allOf" and isinstance(value, list):
             fixed += [v for v in value if isinstance(v, dict)]
-        elif key == "properties" and isinstance(value, dict):
+        elif key in ("properties", "patternProperties") and isinstance(value, dict) and (key == "properties" or _patterns(node) is not None):
             fixed += [v for v in value.values() if isinstance(v, dict)]
         elif (key == "additionalProperties" and value is _every_extra(node)) or (key == "items" and value is _every_item(node)):
             fixed.append(value)
@@ -156,9 +171,11 @@ class KeyContexts:
     context of a key's value and of an array's elements. Built lazily, kept per compiled grammar."""
 
     def __init__(self, spec: dict, freed: dict[int, frozenset[str]], fixed: set[int], resolve: Callable[[str], dict | None],
-                 kinds: Kinds = _any_kind, any_of: dict[int, tuple[frozenset[str], ...]] | None = None) -> None:
+                 kinds: Kinds = _any_kind, any_of: dict[int, tuple[frozenset[str], ...]] | None = None,
+                 dependent: dict[int, dict[str, frozenset[str]]] | None = None) -> None:
         self._freed = freed
         self._any_of = any_of or {}
+        self._dependent = dependent or {}
         self._fixed = fixed
         self._resolve = resolve
         self._kinds = kinds
@@ -167,6 +184,8 @@ class KeyContexts:
         # context -> the key sets the tracker enforces, one of which an object must hold whole
         # (its nodes' freed keys, with one set of each lifted anyOf: Released.any_of)
         self.required: list[tuple[frozenset[str], ...]] = [(frozenset(),)]
+        # context -> key -> the keys an object holding it must hold too (Released.dependent)
+        self.dependent: list[dict[str, frozenset[str]]] = [{}]
         self._by_key: dict[tuple[int, str], int] = {}
         self._by_item: dict[int, int] = {}
         self.root = self._intern(self._expand([spec]))
@@ -201,6 +220,11 @@ class KeyContexts:
                     ways = [way | keys for way in ways for keys in self._any_of[i]]
             # a way holding another is never the first met: the smaller one empties first
             self.required.append(tuple(w for w in dict.fromkeys(ways) if not any(o < w for o in ways)))
+            dependent: dict[str, frozenset[str]] = {}
+            for i in nodes:
+                for name, needs in self._dependent.get(i, {}).items():
+                    dependent[name] = dependent.get(name, frozenset()) | needs
+            self.dependent.append(dependent)
         return found
 
     def of_key(self, context: int, key: str) -> int:
@@ -210,9 +234,10 @@ class KeyContexts:
             values: list[Any] = []
             for node in self._nodes[context]:
                 props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
-                if key in props:
-                    values.append(props[key])
-                elif _every_extra(node) is not None:
+                matched = [v for test, v in _patterns(node) or () if test(key)]
+                values += [props[key]] if key in props else []
+                values += matched
+                if key not in props and not matched and _every_extra(node) is not None:
                     values.append(_every_extra(node))
             found = self._by_key[(context, key)] = self._intern(self._expand(values))
         return found
@@ -239,6 +264,9 @@ class Released:
     # per fixed node (by id) whose anyOf of bare `required` branches any_order lifted out of
     # `spec`: each branch's keys, one set of which the tracker requires
     any_of: dict[int, tuple[frozenset[str], ...]] = field(default_factory=dict)
+    # per fixed node (by id) whose dependentRequired conditions any_order lifted out of `spec`:
+    # each key with the keys an object holding it must hold too
+    dependent: dict[int, dict[str, frozenset[str]]] = field(default_factory=dict)
     spec: Any = None
     fixed: set[int] = field(default_factory=set)
     resolve: Callable[[str], dict | None] | None = None
@@ -246,6 +274,6 @@ class Released:
 
     def contexts(self) -> KeyContexts | None:
         """The tracker's tables, None where no required key moved."""
-        if not (self.freed or self.any_of) or self.resolve is None:
+        if not (self.freed or self.any_of or self.dependent) or self.resolve is None:
             return None
-        return KeyContexts(self.spec, self.freed, self.fixed, self.resolve, self.kinds, self.any_of)
+        return KeyContexts(self.spec, self.freed, self.fixed, self.resolve, self.kinds, self.any_of, self.dependent)

@@ -1197,9 +1197,14 @@ def _dependencies_as_conditions(node: dict) -> list[Any]:
     if not all(isinstance(v, (list, dict, bool)) for _, deps in found for v in deps.values()):
         return []  # left as it is: llguidance refuses the schema, our compiler says why
     conditions = []
+    required = node.get("required") if isinstance(node.get("required"), list) else []
     for key, deps in found:
         del node[key]
         for name, need in deps.items():
+            if isinstance(need, list):  # keys the node requires anyway need no condition
+                need = [k for k in need if k not in required]
+                if not need:
+                    continue
             present = {"required": [name, *need]} if isinstance(need, list) else {"allOf": [{"required": [name]}, need]}
             conditions.append({"anyOf": [{"properties": {name: False}}, present]})
     return conditions

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections.abc import Callable
 from functools import lru_cache
 
 import re._constants as C  # type: ignore[import-not-found]
@@ -29,7 +30,7 @@ from .byte_dfa import negate_ranges as _invert
 from .byte_dfa import normalize_ranges as _norm
 from .byte_dfa import python_category
 
-__all__ = ["DFA", "pattern_dfa", "lookaround_free", "intersection", "complement", "to_regex"]
+__all__ = ["DFA", "pattern_dfa", "agreed_search", "lookaround_free", "intersection", "complement", "to_regex"]
 
 MAX_CP = 0x10FFFF
 _MAX_NFA = 20000  # NFA states (bounded repeats are copied)
@@ -462,6 +463,60 @@ def pattern_dfa(pattern: str, wide: bool = False) -> DFA:
             dfa = _concat([_star_of(_ALL), reader.anchored_end(branch, False)])
         found = dfa if found is None else _union(found, dfa)
     return found
+
+
+@lru_cache(maxsize=256)
+def agreed_search(pattern: str) -> "Callable[[str], bool] | None":
+    """A test of whether `pattern` finds a match in a string, where every reader agrees on every
+    string: ECMA 262, Python's `re` and llguidance (explicit characters and classes; `\\w`,
+    `\\d`, `\\s` and `.` differ between them); Python's `$` before a final newline aside,
+    which is read as ECMA's (the narrow reading). The pattern must match no text holding a
+    character JSON escapes (`"`, `\\`, controls): llguidance reads some classes differently
+    there (`^[^\\\\]+$` matched `a\\b`). None for any other pattern."""
+    # what reads differently anyway, told from the text: no DFAs built (`[/.\\w-]{0,254}`: 80 s;
+    # a count past 64 copies its item that often, `[a-z]{0,254}` 0.3 s)
+    if (len(pattern) > 256 or not pattern.startswith("^") or not pattern.endswith("$") or pattern.endswith("\\$")
+            or re.search(r"\\[wWdDsSbB]", pattern) or _bare_dot(pattern)
+            or any(int(x) > 64 for pair in re.findall(r"\{(\d+)(?:,(\d*))?\}", pattern) for x in pair if x)):
+        return None
+    try:
+        narrow, wide = pattern_dfa(pattern), pattern_dfa(pattern, wide=True)
+    except (ValueError, RecursionError):
+        return None
+    ends_in_newline = DFA([(0, 9), (10, 10), (11, MAX_CP)], [[0, 1, 0], [0, 1, 0]], {1})
+    escaped = DFA([(0, 0x1F), (0x20, 0x21), (0x22, 0x22), (0x23, 0x5B), (0x5C, 0x5C), (0x5D, MAX_CP)],
+                  [[1, 0, 1, 0, 1, 0], [1, 1, 1, 1, 1, 1]], {1})  # holding a character JSON escapes
+    if not meet(meet(wide, negate(narrow)), negate(ends_in_newline)).empty() or not meet(narrow, escaped).empty():
+        return None
+    lows = [lo for lo, _ in narrow.atoms]
+
+    def search(text: str) -> bool:
+        state = 0
+        for ch in text:
+            state = narrow.trans[state][bisect_right(lows, ord(ch)) - 1]
+            if state < 0:
+                return False
+        return state in narrow.accept
+
+    return search
+
+
+def _bare_dot(pattern: str) -> bool:
+    """Whether `pattern` holds a `.` outside a class (any character but line ends, which each
+    reader counts differently)."""
+    in_class = escaped = False
+    for ch in pattern:
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+        elif ch == ".":
+            return True
+    return False
 
 
 def _named_groups(pattern: str) -> str:

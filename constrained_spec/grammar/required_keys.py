@@ -13,7 +13,8 @@ off where it was not before.
 State: (stack, in_string, escaped, key, pending, skip). stack holds frames: an object is
 (context, missing keys: per way to meet it, the keys that way still needs (one way unless an
 anyOf of bare `required` branches was lifted: json_key_order), the context of the current key's
-value, key next), an array is its
+value, key next, the keys written where the context has dependentRequired keys (a key written
+adds those it requires, unless written before)), an array is its
 elements' context (int). key: the raw bytes of the key being read (None outside keys). pending:
 the context of the next value where no container holds it (the root's, 0 once it closed). skip:
 bytes of the literal frame text still to pass before the value. Immutable: rollback is a pop.
@@ -36,6 +37,7 @@ __all__ = ["RequiredKeysGrammar", "RequiredKeysMatcher"]
 
 State = tuple
 _MISSING = None  # what _advance returns where a byte closes an object missing a required key
+_NONE: frozenset[str] = frozenset()
 
 
 def _advance(state: State, data: bytes, contexts: KeyContexts) -> State | None:
@@ -52,10 +54,15 @@ def _advance(state: State, data: bytes, contexts: KeyContexts) -> State | None:
             elif byte == 0x22:  # closing quote
                 in_string = False
                 if key is not None:
-                    context, missing, _, _ = stack[-1]
+                    context, missing, _, _, written = stack[-1]
                     name = decode_key(key)
+                    needs = contexts.dependent[context]
+                    if needs:  # a key another's presence requires, and a key requiring others
+                        if name in needs:
+                            missing = tuple(way | (needs[name] - written) for way in missing)
+                        written = written | {name}
                     missing = tuple(way - {name} for way in missing) if any(name in way for way in missing) else missing
-                    stack = stack[:-1] + ((context, missing, contexts.of_key(context, name), False),)
+                    stack = stack[:-1] + ((context, missing, contexts.of_key(context, name), False, written),)
                     key = None
             elif key is not None:
                 key += bytes((byte,))
@@ -69,7 +76,7 @@ def _advance(state: State, data: bytes, contexts: KeyContexts) -> State | None:
             context = pending if top is None else top if type(top) is int else top[2]
             if top is None:
                 pending = 0
-            stack += ((context, contexts.required[context], 0, True),) if byte == 0x7B else (contexts.of_item(context),)
+            stack += ((context, contexts.required[context], 0, True, _NONE),) if byte == 0x7B else (contexts.of_item(context),)
         elif byte == 0x7D:  # }
             if stack and type(stack[-1]) is tuple:
                 if all(stack[-1][1]):  # every way still misses a key
@@ -79,8 +86,8 @@ def _advance(state: State, data: bytes, contexts: KeyContexts) -> State | None:
             if stack and type(stack[-1]) is int:
                 stack = stack[:-1]
         elif byte == 0x2C and stack and type(stack[-1]) is tuple:  # , inside an object: a key is next
-            context, missing, _, _ = stack[-1]
-            stack = stack[:-1] + ((context, missing, 0, True),)
+            context, missing, _, _, written = stack[-1]
+            stack = stack[:-1] + ((context, missing, 0, True, written),)
         elif not stack and byte not in b" \t\n\r":
             pending = 0  # a scalar root value: nothing to track
     return (stack, in_string, escaped, key, pending, skip)

@@ -159,3 +159,31 @@ def test_classes_python_cannot_read_are_narrowed_where_they_name_a_quote():
     assert _controls_excluded(r"^[^\p{Lu}\x5c]+$") == r"^[^\x00-\x1f\p{Lu}\x5c]+$"
     assert _controls_excluded(r"^[^\p{Lu}]+$") == r"^[^\p{Lu}]+$"
     assert _controls_excluded(r"^[^ab]+$") == r"^[^ab]+$"  # admits quotes and backslashes: exact as it is
+
+
+# patterns of key names (SchemaStore, the GitHub corpus) and ones each reader takes differently
+KEY_PATTERNS = [r"^[a-zA-Z0-9._-]+$", r"^[0-9]{2,}$", r"^(a|bc)*$", r"^x-[a-z]+$", r"ab", r"^[A-Z][a-z]*$", r"^(get|put|post)$",
+                r"^\w+$", r"^\d+$", r"^a.c$", r".+", r"^x-", r"^[^\\]+$", r"^[^.]+$", r"^[a-z\n]+$", r"^a\"b$"]  # fmt: skip
+KEYS = ["web", "web\n", "a-b", "x-y", "x-ab", "abc", "bcbc", "12", "٣٣", "é", "", "a\rc", "a\u2028c", 'a"b', "a\\b", "Get", "get",
+        "AB", "a b", "ab.c"]  # fmt: skip
+
+
+@pytest.mark.parametrize("pattern", KEY_PATTERNS)
+def test_agreed_search_reads_keys_as_llguidance_and_python_do(pattern):
+    """agreed_search (which patternProperties the required-keys tracker applies to a key) is
+    given only for patterns every reader takes alike, and then answers as llguidance does on
+    every key (a key's value an integer where the pattern matches, a string otherwise) and as
+    Python's `re` does but for a final newline (Python's `$`). The patterns it refuses each
+    disagree somewhere: `\\w`, `\\d`, `.`, Python's `$`, or text JSON escapes."""
+    from constrained_spec.grammar.regular import agreed_search
+
+    search = agreed_search(pattern)
+    schema = {"type": "object", "patternProperties": {pattern: {"type": "integer"}}, "additionalProperties": {"type": "string"}}
+    compiled = compile_json_schema(schema, BYTES)
+    for key in KEYS:
+        verdict = _walk(compiled, schema, "{" + json.dumps(key) + ":1}")
+        if search is not None:
+            assert search(key) is verdict, key
+            assert verdict is (re.search(pattern, key) is not None) or key.endswith("\n"), key
+    eligible = {r"^[a-zA-Z0-9._-]+$", r"^[0-9]{2,}$", r"^(a|bc)*$", r"^x-[a-z]+$", r"^[A-Z][a-z]*$", r"^(get|put|post)$"}
+    assert (search is not None) is (pattern in eligible)

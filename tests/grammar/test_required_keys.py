@@ -32,6 +32,7 @@ from constrained_spec.bitmask import new_bitmask
 from constrained_spec.grammar import GrammarError, compile_json_schema
 from constrained_spec.grammar.json_key_order import any_order
 from constrained_spec.grammar.json_required import Released, fixed_nodes
+from constrained_spec.grammar.llguidance_schema import llguidance_schema
 from constrained_spec.grammar.required_keys import RequiredKeysGrammar
 
 from schema_oracle import walk
@@ -210,6 +211,100 @@ def test_an_any_of_of_required_keys_is_lifted_to_the_tracker(vacuous):
             matcher.fill_bitmask(mask)
             assert bool(unpack_bitmask(mask, vocab.size)[0][ord("}")]) is valid, text
     assert judged[True] == 242 and judged[False] == 84, judged  # (326 texts)
+
+
+@pytest.mark.parametrize("closed", [False, True], ids=["open", "closed"])
+@pytest.mark.parametrize("keyword", ["dependencies", "dependentRequired"])
+def test_dependent_required_keys_are_lifted_to_the_tracker(keyword, closed):
+    """`dependentRequired` (draft 4's list `dependencies`) was a condition llguidance read with
+    the keys it names, and the keys before them, in schema order (docker-compose's services,
+    closed: `memswap_limit` needs `mem_limit`). Lifted, the keys move and the tracker adds the
+    keys a written key requires (unless written before; `d` needs `a`, which needs `b`). Every
+    arrangement of every subset of five keys (one undeclared) against jsonschema, byte by byte
+    with EOS; where a required key is missing the mask clears `}`, as validate_tokens does."""
+    from constrained_spec.bitmask import unpack_bitmask
+    from constrained_spec.grammar import Vocabulary
+
+    vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "integer"}, "d": {}},
+              "required": ["c"], keyword: {"a": ["b"], "d": ["a"]}, **({"additionalProperties": False} if closed else {})}
+    compiled = compile_json_schema(schema, vocab)
+    assert isinstance(compiled, RequiredKeysGrammar)
+    assert compiled.contexts.dependent[compiled.contexts.root] == {"a": {"b"}, "d": {"a"}}
+    validator, values = jsonschema.Draft202012Validator(schema), {"a": "1", "b": '"x"', "c": "2", "d": "null", "x": "[]"}
+    if keyword == "dependencies":
+        validator = jsonschema.Draft7Validator(schema)
+    judged = Counter()
+    for size in range(len(values) + 1):
+        for keys in itertools.permutations(values, size):
+            text = "{" + ",".join(f'"{k}":{values[k]}' for k in keys) + "}"
+            ids = list(text.encode()) + [256]
+            valid = validator.is_valid(json.loads(text))
+            assert (compiled.matcher().validate_tokens(ids) == len(ids)) is valid, text
+            judged[valid] += 1
+            if "x" in keys and closed:
+                continue  # refused before the `}`
+            matcher, mask = compiled.matcher(), new_bitmask(1, vocab.size)
+            for token in ids[:-2]:  # up to the closing brace: allowed there iff the object is valid
+                matcher.accept_token(token)
+            matcher.fill_bitmask(mask)
+            assert bool(unpack_bitmask(mask, vocab.size)[0][ord("}")]) is valid, text
+    assert judged == ({True: 33, False: 293} if closed else {True: 185, False: 141}), judged  # (326 texts)
+
+
+def test_required_keys_move_under_patterns_every_reader_agrees_on():
+    """A value under `patternProperties` is fixed where the key's text tells which patterns apply
+    (explicit characters: `^[a-z]+$`; not `\\w`, read differently by Python, ECMA and llguidance):
+    docker-compose's services under `^[a-zA-Z0-9._-]+$` kept their keys in schema order. A key
+    meets its property's schema and every matching pattern's, additionalProperties only where
+    neither: all three checked against jsonschema, every arrangement of the inner keys."""
+    from constrained_spec.grammar import Vocabulary
+
+    vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+    service = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {}}, "required": ["a", "b"],
+               "additionalProperties": False}
+    schema = {"type": "object", "properties": {"ab": {"type": "object", "properties": {"q": {}}, "required": ["q"]}},
+              "patternProperties": {"^[a-z]+$": service, "^[0-9]+$": {"type": "object", "required": ["n"], "properties": {"n": {}}}},
+              "additionalProperties": {"type": "object", "properties": {"z": {}}, "required": ["z"]}}
+    compiled = compile_json_schema(schema, vocab)
+    assert isinstance(compiled, RequiredKeysGrammar)
+    contexts = compiled.contexts
+    assert contexts.required[contexts.of_key(contexts.root, "web")] == (frozenset({"a", "b"}),)
+    assert contexts.required[contexts.of_key(contexts.root, "ab")] == (frozenset({"a", "b", "q"}),)
+    assert contexts.required[contexts.of_key(contexts.root, "12")] == (frozenset({"n"}),)
+    assert contexts.required[contexts.of_key(contexts.root, "A-1")] == (frozenset({"z"}),)
+    validator, judged = jsonschema.Draft202012Validator(schema), Counter()
+    pairs = {"a": '"a":1', "b": '"b":"x"', "c": '"c":null', "q": '"q":2', "n": '"n":3', "z": '"z":4'}
+    for key in ("web", "ab", "12", "A-1"):
+        candidates = ["a", "z", "n"] if key == "A-1" else ["a", "b", "q", "n"]
+        for size in range(len(candidates) + 1):
+            for keys in itertools.permutations(candidates, size):
+                text = '{"%s":{%s}}' % (key, ",".join(pairs[k] for k in keys))
+                ids = list(text.encode()) + [256]
+                valid = validator.is_valid(json.loads(text))
+                assert (compiled.matcher().validate_tokens(ids) == len(ids)) is valid, text
+                judged[valid] += 1
+    assert judged == {True: 62, False: 149}, judged  # (211 texts)
+    wide = {"type": "object", "patternProperties": {"^\\w+$": service}}  # \w: Unicode in Python, ASCII elsewhere
+    released = Released()
+    any_order(llguidance_schema(wide, False), released)
+    assert not released.freed  # its keys stay in schema order
+
+
+def test_dependent_keys_the_plan_keeps_declared_stay_with_llguidance():
+    """Where the pattern budget keeps a dependency's keys declared (60 keys of distinct schemas,
+    the first ones stay in schema order), lifting them would let a later key shut them out while
+    the tracker waits for them: the condition stays with llguidance, keys in schema order."""
+    from constrained_spec.grammar import Vocabulary
+
+    vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+    schema = {"type": "object", "properties": {f"k{i}": {"const": i} for i in range(60)}, "dependentRequired": {"k0": ["k1"]}}
+    compiled = compile_json_schema(schema, vocab)
+    assert not isinstance(compiled, RequiredKeysGrammar)  # nothing left to the tracker
+    for text, valid in (('{"k0":0,"k1":1}', True), ('{"k0":0}', False), ('{"k0":0,"k2":2}', False), ('{"k59":59}', True),
+                        ('{"k1":1,"k0":0}', False)):  # valid, but the first keys keep schema order
+        ids = list(text.encode()) + [256]
+        assert (compiled.matcher().validate_tokens(ids) == len(ids)) is valid, text
 
 
 @pytest.mark.parametrize("name", ["default", "enum", "properties"])
@@ -454,6 +549,39 @@ def test_generated_schemas_match_jsonschema_in_any_key_order(smollm2_tokenizer, 
     stats = _walk_family(random.Random(5), 60, make, smollm2_tokenizer, smollm2_vocab, without_tracker)
     assert stats["tracked"] >= 20 and stats["valid"] >= 200, stats  # the family exercises the tracker
     assert stats["invalid accepted without the tracker"] >= 10, stats  # the tracker is what refuses them
+
+
+def _with_dependencies(rng: random.Random, node: dict) -> dict:
+    """`node` (an _object_schema) where some objects' keys require others (`dependentRequired`:
+    one or two keys each to one or two other declared keys)."""
+    props = {k: _with_dependencies(rng, v) if v.get("type") == "object" else
+             {**v, "items": _with_dependencies(rng, v["items"])} if v.get("type") == "array" else v
+             for k, v in node["properties"].items()}
+    out = {**node, "properties": props}
+    names = list(props)
+    if len(names) > 1 and rng.random() < 0.7:
+        keys = rng.sample(names, min(len(names), rng.randint(1, 2)))
+        out["dependentRequired"] = {
+            k: rng.sample([n for n in names if n != k], min(len(names) - 1, rng.randint(1, 2))) for k in keys}
+    return out
+
+
+def test_generated_schemas_with_dependent_required_keys(smollm2_tokenizer, smollm2_vocab):
+    """The family again with keys requiring other keys (random.Random(23), 60 schemas x 12
+    texts): the tracker adds what a written key requires; acceptance equals jsonschema's."""
+    def make(rng):  # (beside other allOf parts a condition is left to llguidance: keys in schema order)
+        plain = _with_dependencies(rng, _object_schema(rng, 0))
+        return plain, {"$ref": "#/$defs/root", "$defs": {"root": plain}} if rng.random() < 0.3 else plain
+
+    def dependent(compiled, text, valid, counts):
+        if isinstance(compiled, RequiredKeysGrammar) and any(compiled.contexts.dependent):
+            counts["dependencies tracked"] += 1
+            if not valid:
+                counts["invalid accepted without the tracker"] += _accepts(compiled.inner, smollm2_tokenizer, smollm2_vocab, text)
+
+    stats = _walk_family(random.Random(23), 60, make, smollm2_tokenizer, smollm2_vocab, dependent)
+    assert stats["dependencies tracked"] >= 150 and stats["valid"] >= 200, stats  # the family exercises the lift
+    assert stats["invalid accepted without the tracker"] >= 20, stats  # the tracker is what refuses them
 
 
 def _undeclared_required(rng: random.Random, node: dict) -> dict:

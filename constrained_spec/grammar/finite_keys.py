@@ -311,21 +311,38 @@ def _known_alive(inner: Any, tables: KeyPrefixTables, lead: list[int], used: lis
     A few validate calls where the search fills a mask per branch of the used keys. None where
     there are too many keys to ask, or a byte has no one-byte token: the search decides."""
     unused = [raw for raw in extending(known, prefix) if not _has(used, raw)]
-    off = next((b for b in _OFF_KEY if not _extended(used, prefix + bytes((b,)))), None)
-    if len(unused) > _KNOWN_PROBES or off is None or tables.single[off] < 0:
+    off = _off_key(used, prefix, tables)
+    if len(unused) > _KNOWN_PROBES or off is None:
         return None
     if inner.validate_tokens(lead) != len(lead):
         return True  # the key does not open right here: counted alive (as is_dead does)
-    if inner.validate_tokens(lead + [tables.single[off]]) == len(lead) + 1:
+    if _takes(inner, lead, tables, off):
         return True
     for raw in unused:
-        steps = lead + [tables.single[b] for b in raw[len(prefix):]] + [tables.quote]
-        if min(steps) < 0:
+        taken = _takes(inner, lead, tables, raw[len(prefix):] + b'"')
+        if taken is None:
             return None
-        if inner.validate_tokens(steps) == len(steps):
+        if taken:
             memo[_FOUND] = raw + b'"'
             return True
     return False
+
+
+def _off_key(raws: list[bytes], prefix: bytes, tables: KeyPrefixTables) -> bytes | None:
+    """A byte of _OFF_KEY continuing `prefix` on none of `raws` (probed where any key may stand),
+    None where none does or it has no one-byte token."""
+    off = next((bytes((b,)) for b in _OFF_KEY if not _extended(raws, prefix + bytes((b,)))), None)
+    return off if off is not None and tables.single[off[0]] >= 0 else None
+
+
+def _takes(inner: Any, lead: list[int], tables: KeyPrefixTables, data: bytes) -> bool | None:
+    """Whether the wrapped matcher (where it stands) takes `lead` and then `data` spelled one
+    byte a token; None where a byte of `data` has no one-byte token."""
+    steps = [tables.single[b] for b in data]
+    if min(steps, default=0) < 0:
+        return None
+    steps = lead + steps
+    return inner.validate_tokens(steps) == len(steps)
 
 
 _LIVE = ("live keys",)  # where _live_keys keeps its answer in a key's memo (verdicts there go by (root, prefix))
@@ -348,10 +365,10 @@ def _live_keys(inner: Any, tables: KeyPrefixTables, typed: bytes, used: list[byt
     if kept is not None and typed.startswith(kept[0]):
         live = kept[1]
         return live if live is None or live is _ANY_KEY else [raw for raw in live if raw.startswith(typed)]
-    off = next((b for b in _OFF_KEY if not _extended(known, typed + bytes((b,)))), None)
+    off = _off_key(known, typed, tables)
     live: list[bytes] | tuple | None = None
-    if off is not None and tables.single[off] >= 0 and tables.quote >= 0:
-        if inner.validate_tokens([tables.single[off]]) == 1:
+    if off is not None and tables.quote >= 0:
+        if _takes(inner, [], tables, off):
             live = _ANY_KEY
         else:
             # only keys sharing a byte past `typed` with a used key decide a prefix anyone asks
@@ -365,11 +382,11 @@ def _live_keys(inner: Any, tables: KeyPrefixTables, typed: bytes, used: list[byt
             if len(unused) <= _LIVE_PROBES:
                 live = []
                 for raw in unused:
-                    steps = [tables.single[b] for b in raw[len(typed):]] + [tables.quote]
-                    if min(steps) < 0:
+                    taken = _takes(inner, [], tables, raw[len(typed):] + b'"')
+                    if taken is None:
                         live = None
                         break
-                    if inner.validate_tokens(steps) == len(steps):
+                    if taken:
                         live.append(raw)
     memo[_LIVE] = (typed, live)
     return live
@@ -403,8 +420,7 @@ def _witnessed(inner: Any, tables: KeyPrefixTables, lead: list[int], used: list[
     key, quote, _ = witness.partition(b'"')
     if _has(used, key) if quote else _extended(used, key):
         return False
-    steps = lead + [tables.single[b] for b in witness[len(prefix):]]
-    return min(steps) >= 0 and inner.validate_tokens(steps) == len(steps)
+    return _takes(inner, lead, tables, witness[len(prefix):]) is True
 
 
 _GUESSES = 3  # unused listed keys tried before a search
@@ -418,8 +434,7 @@ def _guessed(inner: Any, tables: KeyPrefixTables, lead: list[int], used: list[by
     for raw in extending(_raw_sorted(names), prefix):
         if _has(used, raw):
             continue
-        steps = lead + [tables.single[b] for b in raw[len(prefix):]] + [tables.quote]
-        if min(steps) >= 0 and inner.validate_tokens(steps) == len(steps):
+        if _takes(inner, lead, tables, raw[len(prefix):] + b'"'):
             _remember(witnesses, level, prefix, raw + b'"')
             return True
         tries += 1

@@ -5,6 +5,7 @@ land, and the stepping thread exists only while requests are in flight."""
 from __future__ import annotations
 
 import queue
+import threading
 
 import pytest
 
@@ -32,9 +33,18 @@ def scheduler(proposer=None) -> Scheduler:
 
 
 def run(sched: Scheduler, count: int, **params) -> dict[str, list]:
+    """Submits `count` requests and collects each one's outputs. The first output waits until
+    all are submitted (the stepping thread delivers it), so a loaded machine cannot finish a
+    request before the last one joins the batch."""
     replies: queue.SimpleQueue = queue.SimpleQueue()
-    ids = [sched.submit([1, 2], SamplingParams(max_tokens=20, seed=i, **params), small_grammar(), lambda rid, item: replies.put((rid, item)))
-           for i in range(count)]
+    submitted = threading.Event()
+
+    def reply(rid, item):
+        submitted.wait(60)
+        replies.put((rid, item))
+
+    ids = [sched.submit([1, 2], SamplingParams(max_tokens=20, seed=i, **params), small_grammar(), reply) for i in range(count)]
+    submitted.set()
     got: dict[str, list] = {rid: [] for rid in ids}
     open_ids = set(ids)
     while open_ids:

@@ -31,7 +31,9 @@ overlapping ones: jfrog-pipelines), nor in what such a value references. A close
 key count tells when it is full (see `_counted`): it gets `maxProperties` = its key count, as
 llguidance would otherwise still offer a `,` once every patterned key is used, and only
 repeats could follow (a dead end for a sampler; in an open object a new key can always follow).
-A `$ref` pointing into a moved key follows its schema to `$defs`.
+A `$ref` pointing into a moved key follows its schema to `$defs`. The branches of a union
+told apart by a required key's constant are also written with that key first
+(`_discriminator_first`): their required keys cannot move.
 """
 
 from __future__ import annotations
@@ -445,7 +447,7 @@ def _lifted(spec: dict, fixed: set[int]) -> tuple[dict, dict[int, tuple[frozense
     itself declares ("at least one of these", 58 of the 172 JSONSchemaBench schemas with a valid
     instance refused held one), and an allOf of `dependentRequired` conditions on keys it declares
     (docker-compose's services: a closed object with `memswap_limit` needing `mem_limit` kept its
-    80 keys in schema order). With, per copied node (by id), the branches' key sets (one of which
+    56 keys in schema order). With, per copied node (by id), the branches' key sets (one of which
     the tracker requires whole) and the keys each key requires. None where nothing lifts."""
     chosen: dict[int, tuple[frozenset[str], ...]] = {}
     needs: dict[int, dict[str, frozenset[str]]] = {}
@@ -503,7 +505,9 @@ def any_order(spec: Any, released: Released | None = None, lift: bool = True) ->
     not all move)."""
     if not isinstance(spec, dict):
         return spec
-    original, planner = spec, _Planner(spec)
+    original = spec
+    spec = _discriminator_first(spec) or spec
+    planner = _Planner(spec)
     lifted = False
     if released is not None:
         planner.fixed = _fixed(spec, planner, released)
@@ -517,7 +521,7 @@ def any_order(spec: Any, released: Released | None = None, lift: bool = True) ->
     if lifted and not _lifts_move(planner, released):  # planned as the schema says instead
         released.any_of, released.dependent = {}, {}
         return any_order(original, released, lift=False)
-    if not lifted and not any(keep < len(planner.nodes[i].get("properties", {})) for i, keep in planner.keep.items()):
+    if not lifted and spec is original and not any(keep < len(planner.nodes[i].get("properties", {})) for i, keep in planner.keep.items()):
         return spec
     targets = _refs_in(spec, set())
     referenced = {t[:i] for t in targets for i in range(len(t) + 1)}  # paths a $ref points into
@@ -588,6 +592,89 @@ def any_order(spec: Any, released: Released | None = None, lift: bool = True) ->
     if redirect:
         _redirect(result, redirect)
     return result
+
+
+def _discriminator_first(spec: dict) -> dict | None:
+    """A copy of `spec` where each branch of an anyOf/oneOf of objects telling themselves apart by
+    one required key's constant (`type`: MCP's text or image content) is also written as copies
+    declaring that key first, then its other required keys, then the optional ones, and its
+    required keys first as declared (_orders); None where no union has such a branch.
+    llguidance writes a branch's required keys in schema order, optional keys declared before
+    one too (`annotations`, `text`, `type`), and they cannot move (which branch holds is known
+    only from the value), while instances name the kind first or their content first. The same
+    language (a branch or its copies), each planned like any other node. Not where the union's
+    node declares the key itself or merges more members (their order decides: Glaive's shapes)."""
+    planners: list[_Planner] = []  # made on the first union (a reference resolver per spec)
+
+    def resolve(ref: str) -> dict | None:
+        if not planners:
+            planners.append(_Planner(spec))
+        return planners[0].resolve(ref)
+
+    found: list[tuple[dict, str, str, list[int]]] = []
+    todo, seen = [spec], set()
+    while todo:
+        node = todo.pop()
+        if not isinstance(node, dict) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        todo += _children(node)
+        for k in ("anyOf", "oneOf"):
+            nodes = [_own_object(b, resolve) for b in node[k]] if isinstance(node.get(k), list) and len(node[k]) >= 2 else []
+            if len(nodes) < 2 or None in nodes or (_FAMILY - {"properties", "anyOf", "oneOf"}) & set(node) \
+                    or not isinstance(node.get("properties", {}), dict):
+                continue
+            key = next((n for n in nodes[0]["properties"] if n not in node.get("properties", {}) and _tells_apart(nodes, n)), None)
+            late = [i for i, own in enumerate(nodes) if key is not None and _orders(own, key)]
+            if late:
+                found.append((node, k, key, late))
+    if not found or len(found) > _MAX_WAYS:
+        return None
+    memo: dict[int, Any] = {}
+    copy = deepcopy(spec, memo)
+    resolve = _Planner(copy).resolve
+    for node, k, key, late in found:
+        branches = memo[id(node)][k]
+        for i in late:
+            own = _own_object(branches[i], resolve)
+            copies = [{**deepcopy(own), "properties": {n: deepcopy(own["properties"][n]) for n in order}} for order in _orders(own, key)]
+            branches[i] = {"anyOf": [*copies, branches[i]]}
+    return copy
+
+
+def _orders(node: dict, key: str) -> list[list[str]]:
+    """The key orders a union branch is also written in (see _discriminator_first): `key`, the
+    other required keys, the optional ones; the required keys as declared, the optional ones.
+    Those that differ from the declared order and from each other."""
+    names = list(node["properties"])
+    required = [n for n in names if n in node["required"]]
+    optional = [n for n in names if n not in required]
+    orders = [[key, *(n for n in required if n != key), *optional], [*required, *optional]]
+    return [o for i, o in enumerate(orders) if o != names and o not in orders[:i]]
+
+
+def _own_object(branch: Any, resolve: Callable[[str], dict | None]) -> dict | None:
+    """The node declaring a union branch's keys: the branch, or the target of a branch that is
+    only a `$ref`; None for any other branch."""
+    if isinstance(branch, dict) and set(branch) - ANNOTATIONS == {"$ref"} and isinstance(branch["$ref"], str):
+        branch = resolve(branch["$ref"])
+    if not isinstance(branch, dict) or not isinstance(branch.get("properties"), dict) or not branch["properties"] \
+            or (_FAMILY - {"properties"}) & set(branch):
+        return None
+    return branch
+
+
+def _tells_apart(nodes: list[dict], key: str) -> bool:
+    """Whether every node requires `key` and gives it one string constant of its own."""
+    values = []
+    for node in nodes:
+        schema = node["properties"].get(key)
+        const = schema.get("const", (schema.get("enum") or [None, None])[0] if len(schema.get("enum") or []) == 1 else None) \
+            if isinstance(schema, dict) else None
+        if not isinstance(node.get("required"), list) or key not in node["required"] or not isinstance(const, str):
+            return False
+        values.append(const)
+    return len(set(values)) == len(values)
 
 
 def _redirect(node: Any, redirect: dict[tuple[str, ...], tuple[str, ...]]) -> None:

@@ -214,3 +214,47 @@ def test_nothing_moves_in_what_a_merged_value_references():
     compile_llguidance("json_schema", reordered, Vocabulary([bytes([i]) for i in range(256)] + [None], 256))  # raises if refused
     assert "patternProperties" not in reordered["$defs"]["one"] and "patternProperties" not in reordered["$defs"]["two"]
     assert "a" not in reordered.get("properties", {})  # the root's own keys moved
+
+
+_CONTENT = {"$defs": {
+    "text": {"type": "object", "properties": {"annotations": {"type": "object"}, "text": {"type": "string"}, "type": {"const": "text"}},
+             "required": ["text", "type"]},
+    "image": {"type": "object", "properties": {"annotations": {"type": "object"}, "data": {"type": "string"}, "mime": {"type": "string"},
+                                               "type": {"const": "image"}}, "required": ["data", "mime", "type"]}}}
+
+
+@pytest.mark.parametrize("schema", [
+    {**_CONTENT, "anyOf": [{"$ref": "#/$defs/text"}, {"$ref": "#/$defs/image"}]},  # MCP's content
+    {"oneOf": [_CONTENT["$defs"]["text"], _CONTENT["$defs"]["image"]]},  # inline branches
+], ids=["references", "inline"])
+def test_union_branches_also_name_their_kind_first(schema):
+    """A union of objects told apart by a required key's constant (MCP's text or image content):
+    llguidance wrote each branch's required keys in schema order (`annotations`, `text`, `type`)
+    and they cannot move (which branch holds is known only from the value); each branch is now
+    also written `type` first, then its other required keys, then the optional ones, and its
+    required keys first. Every arrangement of each branch's keys (and a key of the other kind)
+    against jsonschema: nothing invalid accepted; accepted: the kind first, the required keys
+    first as declared, the schema's own order (212 valid texts, 24 accepted; 8 before)."""
+    from constrained_spec.grammar import Vocabulary
+
+    vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+    compiled = compile_json_schema(schema, vocab)
+    validator = jsonschema.Draft202012Validator(schema)
+    values = {"annotations": "{}", "text": '"a"', "data": '"b"', "mime": '"c"'}
+    accepted, judged = set(), {True: 0, False: 0}
+    for kind, keys in (("text", ["annotations", "text", "type", "data"]), ("image", ["annotations", "data", "mime", "type", "text"])):
+        for size in range(1, len(keys) + 1):
+            for order in itertools.permutations(keys, size):
+                text = "{" + ",".join(f'"{k}":' + (f'"{kind}"' if k == "type" else values[k]) for k in order) + "}"
+                ids = list(text.encode()) + [256]
+                valid = validator.is_valid(json.loads(text))
+                taken = compiled.matcher().validate_tokens(ids) == len(ids)
+                assert valid or not taken, text
+                judged[valid] += 1
+                if taken:
+                    accepted.add(text)
+    for text in ('{"type":"text","text":"a"}', '{"text":"a","type":"text"}', '{"annotations":{},"text":"a","type":"text"}',
+                 '{"type":"text","text":"a","annotations":{}}', '{"text":"a","type":"text","annotations":{}}',
+                 '{"type":"image","data":"b","mime":"c"}', '{"type":"image","data":"b","mime":"c","annotations":{}}'):
+        assert text in accepted, text
+    assert judged[True] == 212 and len(accepted) == 24, (judged, len(accepted))

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from copy import deepcopy
 from typing import Any
 from urllib.parse import quote
@@ -112,6 +112,20 @@ def _children(node: dict) -> list[Any]:
         if isinstance(node.get(k), dict):
             out += [v for v in node[k].values() if isinstance(v, dict)]
     return out
+
+
+def _every_node(*roots: Any, resolve: Callable[[str], dict | None] | None = None) -> Iterator[dict]:
+    """Each schema node under `roots` once (their subschemas by keyword; with `resolve`, the
+    targets of their references too)."""
+    todo, seen = list(roots), set()
+    while todo:
+        node = todo.pop()
+        if isinstance(node, dict) and id(node) not in seen:
+            seen.add(id(node))
+            if resolve is not None and isinstance(node.get("$ref"), str):
+                todo.append(resolve(node["$ref"]))
+            todo += _children(node)
+            yield node
 
 
 def _counted(members: list[dict], required: set[str], kept_last: list[int]) -> int | None:
@@ -355,15 +369,9 @@ class _Planner:
     def walk(self) -> None:
         """Plans every family: an object may start at any node (a merge part also starts one:
         planning more families only keeps more keys declared)."""
-        todo, seen = [self.spec], set()
-        while todo:
-            node = todo.pop()
-            if not isinstance(node, dict) or id(node) in seen:
-                continue
-            seen.add(id(node))
+        for node in _every_node(self.spec):
             if not _FAMILY.isdisjoint(node):  # only these make an object's family
                 self.plan(node)
-            todo += _children(node)
 
 
 def _ref_path(ref: Any) -> tuple[str, ...] | None:
@@ -389,16 +397,7 @@ def _refs_in(node: Any, out: set[tuple[str, ...]]) -> set[tuple[str, ...]]:
 
 def _within(roots: list[dict], resolve: Callable[[str], dict | None]) -> set[int]:
     """The ids of every schema object inside `roots`, their references followed."""
-    seen: set[int] = set()
-    todo: list[Any] = list(roots)
-    while todo:
-        node = todo.pop()
-        if isinstance(node, dict) and id(node) not in seen:
-            seen.add(id(node))
-            if isinstance(node.get("$ref"), str):
-                todo.append(resolve(node["$ref"]))
-            todo += _children(node)
-    return seen
+    return {id(node) for node in _every_node(*roots, resolve=resolve)}
 
 
 def _fixed(spec: dict, planner: "_Planner", released: Released) -> set[int]:
@@ -451,14 +450,7 @@ def _lifted(spec: dict, fixed: set[int]) -> tuple[dict, dict[int, tuple[frozense
     the tracker requires whole) and the keys each key requires. None where nothing lifts."""
     chosen: dict[int, tuple[frozenset[str], ...]] = {}
     needs: dict[int, dict[str, frozenset[str]]] = {}
-    todo: list[Any] = [spec]
-    seen: set[int] = set()
-    while todo:
-        node = todo.pop()
-        if not isinstance(node, dict) or id(node) in seen:
-            continue
-        seen.add(id(node))
-        todo += _children(node)
+    for node in _every_node(spec):
         props = node.get("properties")
         if id(node) not in fixed or not isinstance(props, dict):
             continue
@@ -612,13 +604,7 @@ def _discriminator_first(spec: dict) -> dict | None:
         return planners[0].resolve(ref)
 
     found: list[tuple[dict, str, str, list[int]]] = []
-    todo, seen = [spec], set()
-    while todo:
-        node = todo.pop()
-        if not isinstance(node, dict) or id(node) in seen:
-            continue
-        seen.add(id(node))
-        todo += _children(node)
+    for node in _every_node(spec):
         for k in ("anyOf", "oneOf"):
             nodes = [_own_object(b, resolve) for b in node[k]] if isinstance(node.get(k), list) and len(node[k]) >= 2 else []
             if len(nodes) < 2 or None in nodes or (_FAMILY - {"properties", "anyOf", "oneOf"}) & set(node) \

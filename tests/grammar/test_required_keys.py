@@ -186,7 +186,6 @@ def test_an_any_of_of_required_keys_is_lifted_to_the_tracker(vacuous):
     requires one branch's keys whole. Every arrangement of every subset of four keys (one
     undeclared) against jsonschema, byte by byte with EOS; where a branch is missing the mask
     clears `}` outside strings, as validate_tokens does."""
-    from constrained_spec.bitmask import unpack_bitmask
     from constrained_spec.grammar import Vocabulary
 
     vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
@@ -196,21 +195,32 @@ def test_an_any_of_of_required_keys_is_lifted_to_the_tracker(vacuous):
     compiled = compile_json_schema(schema, vocab)
     assert isinstance(compiled, RequiredKeysGrammar)
     assert sorted(map(sorted, compiled.contexts.required[compiled.contexts.root])) == [["a", "c"], ["b", "c", "d"]]
-    validator, values = jsonschema.Draft202012Validator(schema), {"a": "1", "b": '"x"', "c": "2", "d": "null", "x": "[]"}
-    judged = Counter()
+    judged = _every_arrangement(compiled, jsonschema.Draft202012Validator(schema), vocab)
+    assert judged[True] == 242 and judged[False] == 84, judged  # (326 texts)
+
+
+def _every_arrangement(compiled, validator, vocab, closed: bool = False) -> Counter:
+    """Every arrangement of every subset of five keys (`x` undeclared), byte by byte with EOS:
+    accepted iff `validator` says valid, and the mask at the closing brace allows it iff so (as
+    validate_tokens does; a closed object refuses `x` before). Returns the verdicts' counts."""
+    from constrained_spec.bitmask import unpack_bitmask
+
+    values, judged = {"a": "1", "b": '"x"', "c": "2", "d": "null", "x": "[]"}, Counter()
     for size in range(len(values) + 1):
         for keys in itertools.permutations(values, size):
             text = "{" + ",".join(f'"{k}":{values[k]}' for k in keys) + "}"
-            ids = list(text.encode()) + [256]
+            ids = list(text.encode()) + [vocab.eos_token_id]
             valid = validator.is_valid(json.loads(text))
             assert (compiled.matcher().validate_tokens(ids) == len(ids)) is valid, text
             judged[valid] += 1
+            if "x" in keys and closed:
+                continue
             matcher, mask = compiled.matcher(), new_bitmask(1, vocab.size)
             for token in ids[:-2]:  # up to the closing brace: allowed there iff the object is valid
                 matcher.accept_token(token)
             matcher.fill_bitmask(mask)
             assert bool(unpack_bitmask(mask, vocab.size)[0][ord("}")]) is valid, text
-    assert judged[True] == 242 and judged[False] == 84, judged  # (326 texts)
+    return judged
 
 
 @pytest.mark.parametrize("closed", [False, True], ids=["open", "closed"])
@@ -222,7 +232,6 @@ def test_dependent_required_keys_are_lifted_to_the_tracker(keyword, closed):
     keys a written key requires (unless written before; `d` needs `a`, which needs `b`). Every
     arrangement of every subset of five keys (one undeclared) against jsonschema, byte by byte
     with EOS; where a required key is missing the mask clears `}`, as validate_tokens does."""
-    from constrained_spec.bitmask import unpack_bitmask
     from constrained_spec.grammar import Vocabulary
 
     vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
@@ -231,24 +240,8 @@ def test_dependent_required_keys_are_lifted_to_the_tracker(keyword, closed):
     compiled = compile_json_schema(schema, vocab)
     assert isinstance(compiled, RequiredKeysGrammar)
     assert compiled.contexts.dependent[compiled.contexts.root] == {"a": {"b"}, "d": {"a"}}
-    validator, values = jsonschema.Draft202012Validator(schema), {"a": "1", "b": '"x"', "c": "2", "d": "null", "x": "[]"}
-    if keyword == "dependencies":
-        validator = jsonschema.Draft7Validator(schema)
-    judged = Counter()
-    for size in range(len(values) + 1):
-        for keys in itertools.permutations(values, size):
-            text = "{" + ",".join(f'"{k}":{values[k]}' for k in keys) + "}"
-            ids = list(text.encode()) + [256]
-            valid = validator.is_valid(json.loads(text))
-            assert (compiled.matcher().validate_tokens(ids) == len(ids)) is valid, text
-            judged[valid] += 1
-            if "x" in keys and closed:
-                continue  # refused before the `}`
-            matcher, mask = compiled.matcher(), new_bitmask(1, vocab.size)
-            for token in ids[:-2]:  # up to the closing brace: allowed there iff the object is valid
-                matcher.accept_token(token)
-            matcher.fill_bitmask(mask)
-            assert bool(unpack_bitmask(mask, vocab.size)[0][ord("}")]) is valid, text
+    validator = (jsonschema.Draft7Validator if keyword == "dependencies" else jsonschema.Draft202012Validator)(schema)
+    judged = _every_arrangement(compiled, validator, vocab, closed)
     assert judged == ({True: 33, False: 293} if closed else {True: 185, False: 141}), judged  # (326 texts)
 
 

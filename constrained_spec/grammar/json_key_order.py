@@ -131,11 +131,11 @@ def _every_node(*roots: Any, resolve: Callable[[str], dict | None] | None = None
 def _counted(members: list[dict], required: set[str], kept_last: list[int]) -> int | None:
     """Which member of a closed object's family can move its optional keys with `maxProperties`
     set to its key count, or None. It must be the only member that constrains anything (the
-    others plain references to it), its keys exactly its properties (no patterns, no key false,
+    others plain references to it, or saying only that the value is an object), its keys exactly its properties (no patterns, no key false,
     nothing that constrains keys or their count), and those that stay declared (up to its last
     required key) all required. Then the count of keys written reaches the maximum exactly when
     every key is used, and llguidance offers no `,` there."""
-    active = [i for i, m in enumerate(members) if set(m) & _CONSTRAINING]
+    active = [i for i, m in enumerate(members) if set(m) & _CONSTRAINING and not _only_an_object(m)]
     if len(active) != 1:
         return None
     node = members[active[0]]
@@ -143,6 +143,12 @@ def _counted(members: list[dict], required: set[str], kept_last: list[int]) -> i
     if not isinstance(props, dict) or node.get("additionalProperties", True) is not False or _COUNT_BLOCKERS & set(node) or False in props.values():
         return None
     return active[0] if all(k in required for k in list(props)[: kept_last[active[0]]]) else None
+
+
+def _only_an_object(node: dict) -> bool:
+    """Whether all `node` constrains is that the value is an object (a union's parent node beside
+    its branches: nothing about keys or their count)."""
+    return set(node) & _CONSTRAINING == {"type"} and node["type"] in ("object", ["object"])
 
 
 _LONG_KEYS = [prefix + body for prefix in ("", "x-", "/", "v", "_", "@", "$") for body in ("a" * 60, "b" * 59, "0" * 58, "ab" * 30)]

@@ -155,9 +155,14 @@ def test_closed_objects_count_their_keys_and_never_dead_end(smollm2_tokenizer, s
     every = {"type": "object", "properties": {"r": {"type": "string"}, "a": {"type": "integer"}}, "required": ["r", "a"],
              "additionalProperties": False}
     assert any_order(every) is every
+    # a union branch beside a parent saying only `type: object` (Snowplow's PagerDuty contexts):
+    # the parent bounds no key, so the branch still counts its own
+    union = {"type": "object", "anyOf": [{**closed, "required": ["a"]}, {"properties": {"c": {}}, "required": ["c"], "additionalProperties": False}]}
+    assert any_order(union)["anyOf"][0]["maxProperties"] == 2
     comma = smollm2_tokenizer.encode(",", add_special_tokens=False)[0]
     for schema, full, valid, invalid in (
         (closed, '{"b":2,"a":1', ['{"b":2,"a":1}', '{"a":1}', "{}"], ['{"a":1,"c":2}', '{"a":1,"a":1}']),
+        (union, '{"a":1,"b":2', ['{"a":1,"b":2}', '{"a":1}', '{"c":1}'], ['{"a":1,"c":2}', '{"b":1}', '{"a":1,"b":2,"b":2}', "{}"]),
         (required_first, '{"r":1,"b":"x","a":null', ['{"r":1,"b":"x","a":null}', '{"r":[],"a":1}', '{"a":1,"r":1}', '{"b":"x","a":2,"r":1}'],
          ['{"a":1}', '{"a":1,"b":"x"}', '{"r":1,"b":1}', '{"r":1,"z":1}', '{"a":1,"r":1,"r":1}'])):
         compiled = compile_json_schema(schema, smollm2_vocab)

@@ -131,9 +131,9 @@ def _every_node(*roots: Any, resolve: Callable[[str], dict | None] | None = None
 def _counted(members: list[dict], required: set[str], kept_last: list[int]) -> int | None:
     """Which member of a closed object's family can move its optional keys with `maxProperties`
     set to its key count, or None. It must be the only member that constrains anything (the
-    others plain references to it, or saying only that the value is an object), its keys exactly its properties (no patterns, no key false,
-    nothing that constrains keys or their count), and those that stay declared (up to its last
-    required key) all required. Then the count of keys written reaches the maximum exactly when
+    others plain references to it, or saying only that the value is an object), its keys
+    exactly its properties (no patterns, no key false, nothing that constrains keys or their
+    count), and those that stay declared (up to its last required key) all required. Then the count of keys written reaches the maximum exactly when
     every key is used, and llguidance offers no `,` there."""
     active = [i for i, m in enumerate(members) if set(m) & _CONSTRAINING and not _only_an_object(m)]
     if len(active) != 1:
@@ -625,11 +625,17 @@ def _discriminator_first(spec: dict) -> dict | None:
     memo: dict[int, Any] = {}
     copy = deepcopy(spec, memo)
     resolve = _Planner(copy).resolve
+    budget = 2 * len(json.dumps(spec)) + 10_000  # the copies at most triple the schema (nested unions multiply)
     for node, k, key, late in found:
         branches = memo[id(node)][k]
         for i in late:
             own = _own_object(branches[i], resolve)
-            copies = [{**deepcopy(own), "properties": {n: deepcopy(own["properties"][n]) for n in order}} for order in _orders(own, key)]
+            orders = _orders(own, key)
+            cost = len(json.dumps(own)) * len(orders)
+            if cost > budget:
+                continue
+            budget -= cost
+            copies = [{**deepcopy(own), "properties": {n: deepcopy(own["properties"][n]) for n in order}} for order in orders]
             branches[i] = {"anyOf": [*copies, branches[i]]}
     return copy
 

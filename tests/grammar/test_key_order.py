@@ -263,3 +263,28 @@ def test_union_branches_also_name_their_kind_first(schema):
                  '{"type":"image","data":"b","mime":"c"}', '{"type":"image","data":"b","mime":"c","annotations":{}}'):
         assert text in accepted, text
     assert judged[True] == 212 and len(accepted) == 24, (judged, len(accepted))
+
+
+def test_union_copies_stay_within_a_budget():
+    """Unions nested in union branches multiply the copies (three ways a level): the copies are
+    bounded (at most twice the schema's text more, past a small allowance); the outer unions are
+    copied first, so the schema keeps working, the innermost branches keep schema order only."""
+    from constrained_spec.grammar.json_key_order import _discriminator_first
+
+    def level(depth: int) -> dict:
+        def branch(kind: str) -> dict:
+            props = {"note": {"enum": [f"n{i}" for i in range(300)]}, "data": {"type": "string"}, "kind": {"const": kind}}
+            if depth:
+                props["child"] = level(depth - 1)
+            return {"type": "object", "properties": props, "required": ["data", "kind"]}
+        return {"anyOf": [branch("a"), branch("b")]}
+
+    spec = level(4)  # 31 unions
+    copied = _discriminator_first(spec)
+    assert copied is not None and len(json.dumps(copied)) <= 3 * len(json.dumps(spec)) + 10_000
+    assert len(copied["anyOf"][0]["anyOf"]) == 3  # the outermost branches: two copies and the branch
+    innermost = copied["anyOf"][0]["anyOf"][-1]
+    for _ in range(3):
+        innermost = innermost["properties"]["child"]["anyOf"][0]
+        innermost = innermost["anyOf"][-1] if "anyOf" in innermost else innermost
+    assert "anyOf" not in innermost["properties"]["child"]["anyOf"][0]  # past the budget: as written

@@ -45,7 +45,7 @@ from copy import deepcopy
 from typing import Any
 from urllib.parse import quote
 
-from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, pointer_parts
+from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, enum_values, pointer_parts
 from .json_required import Released, fixed_nodes
 from .protocol import GrammarError
 
@@ -133,8 +133,9 @@ def _counted(members: list[dict], required: set[str], kept_last: list[int]) -> i
     set to its key count, or None. It must be the only member that constrains anything (the
     others plain references to it, or saying only that the value is an object), its keys
     exactly its properties (no patterns, no key false, nothing that constrains keys or their
-    count), and those that stay declared (up to its last required key) all required. Then the count of keys written reaches the maximum exactly when
-    every key is used, and llguidance offers no `,` there."""
+    count), and those that stay declared (up to its last required key) all required. Then the
+    count of keys written reaches the maximum exactly when every key is used, and llguidance
+    offers no `,` there."""
     active = [i for i, m in enumerate(members) if set(m) & _CONSTRAINING and not _only_an_object(m)]
     if len(active) != 1:
         return None
@@ -469,9 +470,10 @@ def _lifted(spec: dict, fixed: set[int]) -> tuple[dict, dict[int, tuple[frozense
         elif isinstance(parts, list) and parts and not set(node) & (_NOT_BESIDE_LIFTED - {"allOf"}) and "anyOf" not in node:
             found = [_dependency(p) for p in parts]
             if None not in found and all(k in props and props[k] is not False for name, keys in found for k in (name, *keys)):
-                needs[id(node)] = {}
+                merged: dict[str, frozenset[str]] = {}
                 for name, keys in found:
-                    needs[id(node)][name] = needs[id(node)].get(name, frozenset()) | keys
+                    merged[name] = merged.get(name, frozenset()) | keys
+                needs[id(node)] = merged
     if not chosen and not needs:
         return None
     memo: dict[int, Any] = {}
@@ -666,12 +668,11 @@ def _tells_apart(nodes: list[dict], key: str) -> bool:
     """Whether every node requires `key` and gives it one string constant of its own."""
     values = []
     for node in nodes:
-        schema = node["properties"].get(key)
-        const = schema.get("const", (schema.get("enum") or [None, None])[0] if len(schema.get("enum") or []) == 1 else None) \
-            if isinstance(schema, dict) else None
-        if not isinstance(node.get("required"), list) or key not in node["required"] or not isinstance(const, str):
+        listed = enum_values(node["properties"].get(key))
+        if not isinstance(node.get("required"), list) or key not in node["required"] or not listed or len(listed) != 1 \
+                or not isinstance(listed[0], str):
             return False
-        values.append(const)
+        values.append(listed[0])
     return len(set(values)) == len(values)
 
 

@@ -13,7 +13,8 @@ services under `^[a-zA-Z0-9._-]+$`), `items` for every element, an anyOf/oneOf b
 wherever it can apply: the only branch, or the only one admitting objects (arrays), admitting
 nothing else and saying nothing of the other container: `_typed_branches`) and along no other
 edge (other anyOf/oneOf branches, conditions, `not`, patterns read differently (`\\w`, `.`),
-tuple items, `contains`: which of those hold depends on the value). A node also reached through such an edge is not fixed.
+tuple items, `contains`: which of those hold depends on the value). A node also reached through
+such an edge is not fixed.
 
 Contexts: the fixed nodes one value is validated against (a node with its `$ref` and `allOf`
 parts), interned as small ints; 0 is the empty context (nothing tracked below it).
@@ -124,7 +125,7 @@ def _edges(node: dict, resolve: Callable[[str], dict | None], kinds: Kinds) -> t
                 fixed.append(target)
         elif key == "allOf" and isinstance(value, list):
             fixed += [v for v in value if isinstance(v, dict)]
-        elif key in ("properties", "patternProperties") and isinstance(value, dict) and (key == "properties" or _patterns(node) is not None):
+        elif isinstance(value, dict) and (key == "properties" or key == "patternProperties" and _patterns(node) is not None):
             fixed += [v for v in value.values() if isinstance(v, dict)]
         elif (key == "additionalProperties" and value is _every_extra(node)) or (key == "items" and value is _every_item(node)):
             fixed.append(value)
@@ -235,10 +236,8 @@ class KeyContexts:
             for node in self._nodes[context]:
                 props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
                 matched = [v for test, v in _patterns(node) or () if test(key)]
-                values += [props[key]] if key in props else []
-                values += matched
-                if key not in props and not matched and _every_extra(node) is not None:
-                    values.append(_every_extra(node))
+                extra = None if key in props or matched else _every_extra(node)
+                values += ([props[key]] if key in props else []) + matched + ([extra] if extra is not None else [])
             found = self._by_key[(context, key)] = self._intern(self._expand(values))
         return found
 

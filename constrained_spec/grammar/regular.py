@@ -465,6 +465,11 @@ def pattern_dfa(pattern: str, wide: bool = False) -> DFA:
     return found
 
 
+_ENDS_IN_NEWLINE = DFA([(0, 9), (10, 10), (11, MAX_CP)], [[0, 1, 0], [0, 1, 0]], {1})
+_ESCAPED = DFA([(0, 0x1F), (0x20, 0x21), (0x22, 0x22), (0x23, 0x5B), (0x5C, 0x5C), (0x5D, MAX_CP)],
+               [[1, 0, 1, 0, 1, 0], [1, 1, 1, 1, 1, 1]], {1})  # strings holding a character JSON escapes
+
+
 @lru_cache(maxsize=256)
 def agreed_search(pattern: str) -> "Callable[[str], bool] | None":
     """A test of whether `pattern` finds a match in a string, where every reader agrees on every
@@ -483,10 +488,7 @@ def agreed_search(pattern: str) -> "Callable[[str], bool] | None":
         narrow, wide = pattern_dfa(pattern), pattern_dfa(pattern, wide=True)
     except (ValueError, RecursionError):
         return None
-    ends_in_newline = DFA([(0, 9), (10, 10), (11, MAX_CP)], [[0, 1, 0], [0, 1, 0]], {1})
-    escaped = DFA([(0, 0x1F), (0x20, 0x21), (0x22, 0x22), (0x23, 0x5B), (0x5C, 0x5C), (0x5D, MAX_CP)],
-                  [[1, 0, 1, 0, 1, 0], [1, 1, 1, 1, 1, 1]], {1})  # holding a character JSON escapes
-    if not meet(meet(wide, negate(narrow)), negate(ends_in_newline)).empty() or not meet(narrow, escaped).empty():
+    if not meet(meet(wide, negate(narrow)), negate(_ENDS_IN_NEWLINE)).empty() or not meet(narrow, _ESCAPED).empty():
         return None
     lows = [lo for lo, _ in narrow.atoms]
 

@@ -37,7 +37,7 @@ __all__ = ["RequiredKeysGrammar", "RequiredKeysMatcher"]
 
 State = tuple
 _MISSING = None  # what _advance returns where a byte closes an object missing a required key
-_NONE: frozenset[str] = frozenset()
+_NOTHING_WRITTEN: frozenset[str] = frozenset()
 
 
 def _advance(state: State, data: bytes, contexts: KeyContexts) -> State | None:
@@ -76,7 +76,7 @@ def _advance(state: State, data: bytes, contexts: KeyContexts) -> State | None:
             context = pending if top is None else top if type(top) is int else top[2]
             if top is None:
                 pending = 0
-            stack += ((context, contexts.required[context], 0, True, _NONE),) if byte == 0x7B else (contexts.of_item(context),)
+            stack += ((context, contexts.required[context], 0, True, _NOTHING_WRITTEN),) if byte == 0x7B else (contexts.of_item(context),)
         elif byte == 0x7D:  # }
             if stack and type(stack[-1]) is tuple:
                 if all(stack[-1][1]):  # every way still misses a key

@@ -147,6 +147,27 @@ def normalize_numbers(value: Any) -> Any:
     return value
 
 
+def positional_text(value: Any) -> str:
+    """Compact JSON of `value` in its own key order, floats written without an exponent."""
+    positional: list[str] = []
+    tag = f"\x00{os.urandom(8).hex()}."  # no value's string can be a marker by chance
+
+    def marked(v: Any) -> Any:
+        if isinstance(v, float) and "e" in repr(v):
+            positional.append(format(Decimal(repr(v)), "f"))
+            return f"{tag}{len(positional) - 1}"
+        if isinstance(v, list):
+            return [marked(x) for x in v]
+        if isinstance(v, dict):
+            return {k: marked(x) for k, x in v.items()}
+        return v
+
+    text = json.dumps(marked(value), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    for i, number in enumerate(positional):
+        text = text.replace(json.dumps(f"{tag}{i}", ensure_ascii=False), number)
+    return text
+
+
 @dataclass
 class Verdict:
     valid: bool
@@ -260,24 +281,7 @@ class Oracle:
     def canonical_text(self, value: Any) -> str:
         """Compact, keys in schema order, numbers positional: the compilers write bounded numbers
         without an exponent (README), where json.dumps writes 5.4e-94."""
-        ordered = self._order(normalize_numbers(value), [self.schema])
-        positional: list[str] = []
-        tag = f"\x00{os.urandom(8).hex()}."  # no value's string can be a marker by chance
-
-        def marked(v: Any) -> Any:
-            if isinstance(v, float) and "e" in repr(v):
-                positional.append(format(Decimal(repr(v)), "f"))
-                return f"{tag}{len(positional) - 1}"
-            if isinstance(v, list):
-                return [marked(x) for x in v]
-            if isinstance(v, dict):
-                return {k: marked(x) for k, x in v.items()}
-            return v
-
-        text = json.dumps(marked(ordered), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-        for i, number in enumerate(positional):
-            text = text.replace(json.dumps(f"{tag}{i}", ensure_ascii=False), number)
-        return text
+        return positional_text(self._order(normalize_numbers(value), [self.schema]))
 
     def _resolve(self, schema: Any) -> Any:
         seen = 0

@@ -132,3 +132,47 @@ NEGATED_OBJECTS = st.one_of(
                                                           unique_by=lambda v: (type(v), v)))),
     st.builds(lambda base, items: {**base, "not": {"type": "array", "items": items}}, LEAVES, DISCRIMINATING),
 )
+
+
+def _tagged_branch(kind: str, props: dict, at: int, required_mask: list[bool], extra: object, typed: bool) -> dict:
+    """An object branch of a tagged union: `kind` required with its own constant, written at
+    position `at` among the other properties."""
+    names = [n for n in props if n != "kind"]
+    at = min(at, len(names))
+    order = [*names[:at], "kind", *names[at:]]
+    values = {**props, "kind": {"const": kind} if len(kind) % 2 else {"enum": [kind]}}
+    branch: dict = {**({"type": "object"} if typed else {}), "properties": {n: values[n] for n in order},
+                    "required": ["kind", *(n for n, r in zip(names, required_mask) if r)]}
+    if extra != "absent":
+        branch["additionalProperties"] = extra
+    return branch
+
+
+def _tagged_union(branches: list, union: str, by_ref: list[bool], outer: dict | None, siblings: dict) -> dict:
+    """anyOf/oneOf of tagged branches (MCP's content kinds), some through `$defs`, at the root or
+    as the value of an outer object's key `v`; the union's node may declare other keys."""
+    defs = {f"b{i}": b for i, (b, ref) in enumerate(zip(branches, by_ref)) if ref}
+    options = [{"$ref": f"#/$defs/b{i}"} if ref else b for i, (b, ref) in enumerate(zip(branches, by_ref))]
+    node = {**siblings, union: options}
+    schema = node if outer is None else {**outer, "properties": {**outer.get("properties", {}), "v": node}, "required": ["v"]}
+    return {**schema, "$defs": defs} if defs else schema
+
+
+def _tagged_branches(children: st.SearchStrategy) -> st.SearchStrategy[list]:
+    branch = st.builds(lambda props, at, mask, extra, typed: (props, at, mask, extra, typed),
+                       st.dictionaries(st.sampled_from(["a", "b", "id", "name", "text"]), children, max_size=3), st.integers(0, 3),
+                       st.lists(st.booleans(), min_size=3, max_size=3), st.sampled_from(["absent", "absent", False, True]), st.booleans())
+    return st.lists(branch, min_size=2, max_size=3).map(
+        lambda bs: [_tagged_branch(kind, *b) for kind, b in zip(["text", "image", "audio!"], bs)])
+
+
+# Unions told apart by a required key's constant: the default backend also writes each branch
+# with that key first and with its required keys first (json_key_order._discriminator_first)
+TAGGED_UNIONS = st.builds(
+    _tagged_union,
+    _tagged_branches(LEAVES),
+    st.sampled_from(["anyOf", "oneOf"]),
+    st.lists(st.booleans(), min_size=3, max_size=3),
+    st.one_of(st.none(), _object(LEAVES)),
+    st.sampled_from([{}, {"type": "object"}, {"properties": {"meta": {"type": "string"}}}, {"required": ["kind"]}]),
+)

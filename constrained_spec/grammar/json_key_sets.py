@@ -74,8 +74,8 @@ _EVERY_KEY = frozenset({"", ".*", "^.*", "(.*)", "^(.*)", "(?:.*)", "^(?:.*)"})
 def known_keys(spec: Any) -> frozenset[str] | None:
     """Every key name `spec` spells out (properties, required and dependency lists, listed
     patterns and propertyNames), where every object takes only those or else any key at all
-    (additionalProperties, a pattern every string matches); None where a pattern or
-    propertyNames admits keys not listed, or a name holds a quote, a backslash, a control
+    (additionalProperties, a pattern every string matches, an open object's patterns); None
+    where a pattern or propertyNames admits keys not listed, or a name holds a quote, a backslash, a control
     character or DEL (kept off the probes)."""
     known: set[str] = set()
     todo = [spec]
@@ -86,9 +86,13 @@ def known_keys(spec: Any) -> frozenset[str] | None:
             continue
         if not isinstance(node, dict):
             continue
-        for pattern in node.get("patternProperties") or {}:
+        patterns = node.get("patternProperties") or {}
+        for pattern in patterns:
             if pattern in _EVERY_KEY:
                 continue  # any key at all, as additionalProperties
+            if node.get("additionalProperties", True) is True and patterns[pattern] is not False and not (
+                    isinstance(patterns[pattern], dict) and "not" in patterns[pattern]):
+                continue  # an open object takes any key anyway (traefik's `names` maps: `[a-zA-Z0-9-_]+`)
             listed = pattern_keys(pattern)[1]
             if listed is None:
                 return None

@@ -325,9 +325,12 @@ OPEN_BESIDE = {"type": "object", "additionalProperties": False,  # a closed worl
 EVERY_BESIDE = {"type": "object", "additionalProperties": False,  # the open object's keys from a pattern matching all
                 "patternProperties": {"^(?:ab|b|abc)$": {"type": "integer"}},
                 "properties": {"obj": {"type": "object", "patternProperties": {".*": {"type": "integer"}}, "additionalProperties": False}}}
+PATTERN_BESIDE = {"type": "object", "additionalProperties": False,  # the open object's keys: any, some typed by a pattern
+                  "patternProperties": {"^(?:ab|b|abc)$": {"type": "integer"}},
+                  "properties": {"obj": {"type": "object", "patternProperties": {"[a-c]+": {"type": "integer"}}}}}
 
 
-@pytest.mark.parametrize("schema", [OPEN_BESIDE, EVERY_BESIDE], ids=["additional", "every-key-pattern"])
+@pytest.mark.parametrize("schema", [OPEN_BESIDE, EVERY_BESIDE, PATTERN_BESIDE], ids=["additional", "every-key-pattern", "open-pattern"])
 def test_open_key_lives_where_its_object_takes_any_key(schema, probe_verdicts):
     """Inside the open object a used finite key's prefix lives (any key may follow it: the
     grammar takes a key off every known one there, so the live keys say "any"); in the closed
@@ -351,7 +354,14 @@ def test_known_keys_are_every_key_a_closed_world_spells_out():
     assert known_keys({"properties": {'say "hi"': {}}}) is None  # a quote: kept off the probes
     # a pattern every string matches takes any key, as additionalProperties does: still closed
     assert known_keys(EVERY_BESIDE) == {"ab", "b", "abc", "obj"}
-    assert known_keys({"patternProperties": {"^.+$": {}}}) is None  # not every string (nor "\n")
+    closed = {"patternProperties": {"^.+$": {}}, "additionalProperties": False}
+    assert known_keys(closed) is None  # not every string (nor "\n")
+    # an open object takes any key whatever its patterns say (traefik's `names` maps), unless a
+    # pattern's value schema may be unsatisfiable (then a key it matches cannot be written)
+    assert known_keys({"patternProperties": {"^.+$": {}}}) == set()
+    assert known_keys({"properties": {"a": {}}, "patternProperties": {"[a-z0-9-_]+": {"type": "string"}}}) == {"a"}
+    assert known_keys({"patternProperties": {"^x": {"not": {}}}}) is None
+    assert known_keys({"patternProperties": {"^x": False}}) is None
 
 
 def _without_known(compiled):
@@ -390,7 +400,8 @@ def probe_verdicts(monkeypatch):
     return given
 
 
-@pytest.mark.parametrize("schema", [PATTERNED, NAMED, OPEN_BESIDE, EVERY_BESIDE], ids=["patterned", "property-names", "open-beside", "every-key"])
+@pytest.mark.parametrize("schema", [PATTERNED, NAMED, OPEN_BESIDE, EVERY_BESIDE, PATTERN_BESIDE],
+                         ids=["patterned", "property-names", "open-beside", "every-key", "open-pattern"])
 def test_closed_world_probes_mask_as_the_search_on_random_walks(schema, probe_verdicts):
     """Differential: where every key is known (json_key_sets.known_keys) a few validate calls
     decide a key prefix; the masks must equal the search's, along seeded random walks (N = 60,

@@ -80,13 +80,13 @@ class TokenSet:
 
     _LOOP = 14  # up to this many ids a Python loop beats numpy's per-call cost (~2.7 us)
 
-    __slots__ = ("ids", "_listed", "_word", "_shift", "_cleared")
+    __slots__ = ("ids", "_listed", "_word", "_bit", "_cleared")
 
     def __init__(self, ids: "np.ndarray | list[int]") -> None:
         self.ids = np.asarray(ids, dtype=np.int64).reshape(-1)  # [n]
         self._listed = self.ids.tolist() if self.ids.size <= self._LOOP else None
         self._word = self.ids >> 5  # [n]
-        self._shift = (self.ids & 31).astype(np.uint32)  # [n]
+        self._bit = np.left_shift(np.uint32(1), (self.ids & 31).astype(np.uint32))  # [n] uint32: each id's bit in its word
         self._cleared: tuple | None = None  # (the words holding an id [m], what each keeps [m]), built at first use
 
     def __len__(self) -> int:
@@ -97,7 +97,7 @@ class TokenSet:
         if self._listed is not None:
             item = words.item
             return [t for t in self._listed if item(t >> 5) >> (t & 31) & 1]
-        return self.ids[(words[self._word] >> self._shift) & 1 == 1].tolist()
+        return self.ids[(words[self._word] & self._bit) != 0].tolist()  # (two numpy steps fewer than shift-and-compare)
 
     def remove_from(self, words: np.ndarray) -> None:
         """Clear every id's bit in `words` (uint32 numpy `[ceil(V/32)]`, in place)."""
@@ -108,7 +108,7 @@ class TokenSet:
         if self._cleared is None:
             held, where = np.unique(self._word, return_inverse=True)
             keep = np.full(held.size, 0xFFFFFFFF, dtype=np.uint32)
-            np.bitwise_and.at(keep, where, ~(np.uint32(1) << self._shift))
+            np.bitwise_and.at(keep, where, ~self._bit)
             self._cleared = (held, keep)
         held, keep = self._cleared
         words[held] &= keep

@@ -96,16 +96,14 @@ def _advance(state: State, data: bytes, contexts: KeyContexts) -> State | None:
 @lru_cache(maxsize=8)
 def _closers(vocab: Vocabulary) -> tuple[TokenSet, ...]:
     """The tokens that can close an object, read from outside a string (holding `}`): all, those
-    starting with `}`, the others, those that open one first (a `{` before a `}`: `{}`); read
-    from inside one (a `"` and a `}` after it): all, those that open one first."""
+    that open one first (a `{` before a `}`: `{}`); read from inside one (a `"` and a `}` after
+    it): all, those that open one first."""
     tokens = vocab.token_bytes
     outside = [i for i, b in enumerate(tokens) if b and b"}" in b]
-    leading = [i for i in outside if tokens[i][0] == 0x7D]
-    others = [i for i in outside if tokens[i][0] != 0x7D]
     opening = [i for i in outside if b"{" in tokens[i] and tokens[i].index(b"{") < tokens[i].rindex(b"}")]
     inside = [i for i in outside if b'"' in tokens[i] and tokens[i].index(b'"') < tokens[i].rindex(b"}")]
     inside_opening = [i for i in inside if b"{" in tokens[i][tokens[i].index(b'"'):]]
-    return TokenSet(outside), TokenSet(leading), TokenSet(others), TokenSet(opening), TokenSet(inside), TokenSet(inside_opening)
+    return TokenSet(outside), TokenSet(opening), TokenSet(inside), TokenSet(inside_opening)
 
 
 class RequiredKeysGrammar:
@@ -135,6 +133,9 @@ class RequiredKeysMatcher(TrackingMatcher):
         # (a stack, the tokens that would close an object missing a key from inside a string on
         # it): a string value takes many masks on one stack, and the answer is the stack's alone
         self._in_string: tuple = (None, [])
+        # (a stack, pending and skip, verdicts by token: whether it would close an object missing
+        # a key from outside a string there): a number or a literal takes several masks on one stack
+        self._outside: tuple = (None, None, {})
 
     _refusal = "it would close a JSON object without one of its required keys"
 
@@ -149,7 +150,7 @@ class RequiredKeysMatcher(TrackingMatcher):
             return  # inside a key or an escape no token closes an object (the grammar writes `:` first)
         if self._open[0] is not stack:
             self._open = (stack, any(type(frame) is tuple and all(frame[1]) for frame in stack))
-        every, leading, others, opening, inside, inside_opening = self._grammar._closers
+        every, opening, inside, inside_opening = self._grammar._closers
         token_bytes, contexts = self._grammar.vocab.token_bytes, self._grammar.contexts
         if in_string:  # a handful of tokens (`"}`, `"},`), judged once per stack
             if self._in_string[0] is not stack:
@@ -161,17 +162,16 @@ class RequiredKeysMatcher(TrackingMatcher):
                     clear_token(words, token_id)
                 HostRows.store(bitmask, host, row)
             return
-        top = stack[-1] if stack else None
-        if not self._open[1]:  # no open object misses a key: only a token opening one can close it (`{}`)
-            tokens = opening
-        else:
-            tokens = others if type(top) is tuple and all(top[1]) else every
-        if not len(tokens) and tokens is not others:
-            return  # (with `others`, the tokens starting with `}` go even where no other token holds one)
+        # where no open object misses a key, only a token opening one can close it (`{}`)
+        tokens = every if self._open[1] else opening
         host, words = self._host.words(bitmask, row)  # [ceil(V/32)] uint32
-        if tokens is others:  # a token starting with `}` closes this very object
-            leading.remove_from(words)
+        if self._outside[0] is not stack or self._outside[1] != state[4:]:
+            self._outside = (stack, state[4:], {})
+        verdicts = self._outside[2]
         for token_id in tokens.allowed_in(words):
-            if _advance(state, token_bytes[token_id], contexts) is _MISSING:
+            missing = verdicts.get(token_id)
+            if missing is None:
+                missing = verdicts[token_id] = _advance(state, token_bytes[token_id], contexts) is _MISSING
+            if missing:
                 clear_token(words, token_id)
         HostRows.store(bitmask, host, row)

@@ -90,9 +90,8 @@ def known_keys(spec: Any) -> frozenset[str] | None:
         for pattern in patterns:
             if pattern in _EVERY_KEY:
                 continue  # any key at all, as additionalProperties
-            if node.get("additionalProperties", True) is True and patterns[pattern] is not False and not (
-                    isinstance(patterns[pattern], dict) and "not" in patterns[pattern]):
-                continue  # an open object takes any key anyway (traefik's `names` maps: `[a-zA-Z0-9-_]+`)
+            if _open_anyway(node, patterns[pattern]):
+                continue  # traefik's `names` maps: `[a-zA-Z0-9-_]+`
             listed = pattern_keys(pattern)[1]
             if listed is None:
                 return None
@@ -112,6 +111,14 @@ def known_keys(spec: Any) -> frozenset[str] | None:
     if any(len(k) > _MAX_KNOWN_CHARS or any(c in '"\\\x7f' or c < " " for c in k) for k in known):
         return None
     return frozenset(known)
+
+
+def _open_anyway(node: dict, value: Any) -> bool:
+    """Whether an object of `node` takes any key whatever its pattern with schema `value` says:
+    it is open (additionalProperties absent or true, no unevaluatedProperties) and `value` is not
+    plainly unsatisfiable (false, or a `not`: a key the pattern matches could not be written)."""
+    open_object = node.get("additionalProperties", True) is True and "unevaluatedProperties" not in node
+    return open_object and value is not False and not (isinstance(value, dict) and "not" in value)
 
 
 def _bounded_names(schema: dict) -> frozenset[str] | None | bool:

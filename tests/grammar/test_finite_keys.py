@@ -362,6 +362,7 @@ def test_known_keys_are_every_key_a_closed_world_spells_out():
     assert known_keys({"properties": {"a": {}}, "patternProperties": {"[a-z0-9-_]+": {"type": "string"}}}) == {"a"}
     assert known_keys({"patternProperties": {"^x": {"not": {}}}}) is None
     assert known_keys({"patternProperties": {"^x": False}}) is None
+    assert known_keys({"patternProperties": {"^x": {}}, "unevaluatedProperties": False}) is None
 
 
 def _without_known(compiled):

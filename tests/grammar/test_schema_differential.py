@@ -336,6 +336,18 @@ def _over_generated_schemas(examples: int, schemas: st.SearchStrategy = SCHEMAS)
     return wrap
 
 
+def _checked_draws(harness, schema, engines: dict, data, seen: Counter, draws: int, variants: int) -> tuple[Oracle, random.Random, list, list[str]]:
+    """Valid instances drawn for `schema`, each checked on `engines` as written canonically, as
+    drawn and mutated (`variants`): (the oracle, the schema's seeded rng, the values, the problems)."""
+    oracle, rng = harness.oracle(schema), random.Random(json.dumps(schema, sort_keys=True))
+    values, problems = _valid_instances(schema, data, draws), []
+    for value in values:
+        seen["valid draws"] += oracle.is_valid(value)
+        for text in harness.texts(oracle, value, rng, variants):
+            problems += harness.check(oracle, engines, text, rng)
+    return oracle, rng, values, problems
+
+
 def test_generated_schemas(harness):
     examples = 400 if FULL else 120
     seen: Counter = Counter()
@@ -349,12 +361,7 @@ def test_generated_schemas(harness):
         if not engines:
             return
         seen["compiled"] += 1
-        oracle, rng = harness.oracle(schema), random.Random(json.dumps(schema, sort_keys=True))
-        problems = []
-        for value in _valid_instances(schema, data, 3 if FULL else 2):
-            seen["valid draws"] += oracle.is_valid(value)
-            for text in harness.texts(oracle, value, rng, 4 if FULL else 2):
-                problems += harness.check(oracle, engines, text, rng)
+        problems = _checked_draws(harness, schema, engines, data, seen, 3 if FULL else 2, 4 if FULL else 2)[3]
         assert not problems, _report(schema, problems)
 
     run()
@@ -377,12 +384,7 @@ def test_negated_object_schemas(harness):
         if not engines:
             return
         seen["compiled"] += 1
-        oracle, rng = harness.oracle(schema), random.Random(json.dumps(schema, sort_keys=True))
-        problems = []
-        for value in _valid_instances(schema, data, 3):
-            seen["valid draws"] += oracle.is_valid(value)
-            for text in harness.texts(oracle, value, rng, 3):
-                problems += harness.check(oracle, engines, text, rng)
+        problems = _checked_draws(harness, schema, engines, data, seen, 3, 3)[3]
         assert not problems, _report(schema, problems)
 
     run()
@@ -431,12 +433,8 @@ def test_tagged_unions(harness):
             return
         seen["compiled"] += 1
         default = engines.get("default")
-        oracle, rng = harness.oracle(schema), random.Random(json.dumps(schema, sort_keys=True))
-        problems = []
-        for value in _valid_instances(schema, data, 3):
-            seen["valid draws"] += oracle.is_valid(value)
-            for text in harness.texts(oracle, value, rng, 3):
-                problems += harness.check(oracle, engines, text, rng)
+        oracle, rng, values, problems = _checked_draws(harness, schema, engines, data, seen, 3, 3)
+        for value in values:
             texts, written = _tagged_orders(schema, value) if default is not None and oracle.is_valid(value) else ([], value)
             try:  # what every engine must accept (the compiler's documented narrowings left out)
                 generated = oracle.judge(oracle.canonical_text(written).encode()).canonical

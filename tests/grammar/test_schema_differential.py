@@ -69,7 +69,10 @@ B3 = "B3: Lark path, a key with a quote loses its backslash ({\"a\"b\":1} refuse
 B4 = "B4: Lark path, a merged ',\"k\":' terminal blocks ',' + string in a free-form value ({\"v\":[1,\"a\"]} refused)"
 B5 = "B5: not {required: [k]} admitted non-objects, which satisfy `required` vacuously (1 and [] accepted)"
 B6 = "B6: llguidance, a key spelled with \\u escapes passed as undeclared ({\"\\u0061\":\"x\"} accepted where a must be an integer)"
-OPEN_BUGS: set[str] = set()
+B7 = ("B7: Lark path written part by part, a literal key's terminal and the free-key regex of a union's other branch "
+      "match the same text (`\"b\"`): Lark's lexer keeps one, the other branch is lost ({\"b\":\"\",\"kind\":\"text\"} refused; "
+      "compile() splits only parts over 2,000 characters)")
+OPEN_BUGS: set[str] = {B7}
 CLOSED_OBJECTS_BUG = None
 KNOWN_BUGS: dict[tuple[str, str], str] = {}
 
@@ -216,6 +219,10 @@ REPRODUCERS = {
     B4: ({"type": "object", "properties": {"v": {}, "k": {"type": "integer"}}, "required": ["v"], "additionalProperties": False},
          [{"v": [1, "a"]}, {"v": {"a": 1, "b": 2}}, {"v": 1, "k": 2}], []),
     B5: ({"not": {"required": ["a"]}}, [{}, {"b": 1}], ["1", '"x"', "[]", "null"]),
+    B7: ({"required": ["kind"], "anyOf": [
+        {"type": "object", "properties": {"b": {"enum": [""]}, "kind": {"enum": ["text"]}}, "required": ["kind", "b"], "additionalProperties": False},
+        {"type": "object", "properties": {"kind": {"const": "image"}}, "required": ["kind"]}]},
+         [{"b": "", "kind": "text"}, {"b": "", "kind": "image"}], []),
     B6: ({"type": "object", "properties": {"a": {"type": "integer"}, "b\"": {"type": "integer"}}, "patternProperties": {"^c": {"type": "integer"}},
           "additionalProperties": {"type": "string"}}, [{"a": 1, "x": "y"}, {"b\"": 2, "cd": 3}],
          ['{"\\u0061":"x"}', '{"\\u0061":1}', '{"b\\u0022":"x"}', '{"\\u0063d":"x"}', '{"\\/":"x"}', '{"a\\/b":"x"}', '{"\\"":"x"}']),
@@ -448,6 +455,10 @@ def test_tagged_unions(harness):
                     result = walk(default, ids, harness.vocab.token_bytes, harness.vocab.eos_token_id, check_mask=False)
                     if result.refused_at is not None or not result.eos_at[-1][1]:
                         problems.append(f"[default] valid {text} (a branch's added key order) refused")
+        # the split Lark writing's completeness is B7's (an open bug, reproduced above); its soundness is checked
+        known = [p for p in problems if p.startswith("[lark-split") and "not a valid instance" not in p]
+        seen["B7 (lark-split refusals)"] += len(known)
+        problems = [p for p in problems if p not in known]
         assert not problems, _report(schema, problems)
 
     run()

@@ -471,7 +471,9 @@ class Grammar:
         outran a sibling's `"type"` and died at `"type":"c`, past where our lexer can go back:
         `{"type":"command"}` was refused. So are the members around a recursive one (a
         `contains` member beside optional ones): merged, `"kind":"app",` outran a sibling
-        option's `"kind"` and `{"kind":"app"}` was refused."""
+        option's `"kind"` and `{"kind":"app"}` was refused. An option that is a reference is
+        its definition's body here (written whole, `{"kind":"image"}` outran a sibling's `{`)."""
+        node = self._dereferenced(node, cyclic)
         split = self._split_items(node, cyclic)
         if split is not None:
             return "(" + " ".join(self._lark_member(item, cyclic) for item in split[0]) + ")"
@@ -489,6 +491,14 @@ class Grammar:
         if not lead or (rest and self.nullable(seq(*rest))):  # a nullable rest would add alternatives: kept whole
             return self._lark(node, cyclic)
         return "(" + " ".join(lead + ([self._lark(seq(*rest), cyclic)] if rest else [])) + ")"
+
+    def _dereferenced(self, node: Node, cyclic: set[str]) -> Node:
+        """The body of a reference written inline (not a rule of its own), else `node`."""
+        seen = set()
+        while isinstance(node, Ref) and node.name not in cyclic and node.name not in seen:
+            seen.add(node.name)
+            node = self.defs[node.name]
+        return node
 
     def _leading_literals_group(self, items: list[Node]) -> list[Lit] | None:
         """The literals of a leading optional group of literals followed by more items, or None."""
@@ -529,7 +539,7 @@ class Grammar:
         whole, its longer way outran the shorter one's end; an alternation of single values
         (`"any"|"landscape"`) stays one terminal."""
         return (isinstance(item, Alt) and not self._has_cycle_ref(item, cyclic) and not self.nullable(item)
-                and any(len(self._flat_items(o)) > 1 for o in item.options))
+                and any(len(self._flat_items(self._dereferenced(o, cyclic))) > 1 for o in item.options))
 
     def _optional_group(self, item: Node, cyclic: set[str]) -> list[Node] | None:
         """The items of `item` where it is an optional group, not recursive, of several items or,
@@ -551,6 +561,7 @@ class Grammar:
     @_per_lark_call()
     def _beside_alternatives(self, node: Node, cyclic: set[str]) -> int:
         """How many alternatives Lark makes of what `_lark_beside_split(node)` writes."""
+        node = self._dereferenced(node, cyclic)
         split = self._split_items(node, cyclic)
         if split is not None:
             return split[1]

@@ -75,8 +75,8 @@ def known_keys(spec: Any) -> frozenset[str] | None:
     """Every key name `spec` spells out (properties, required and dependency lists, listed
     patterns and propertyNames), where every object takes only those or else any key at all
     (additionalProperties, a pattern every string matches, an open object's patterns); None
-    where a pattern or propertyNames admits keys not listed, or a name holds a quote, a backslash, a control
-    character or DEL (kept off the probes)."""
+    where a pattern or propertyNames admits keys not listed, or a name holds a quote, a
+    backslash, a control character or DEL (kept off the probes)."""
     known: set[str] = set()
     todo = [spec]
     while todo:

@@ -215,6 +215,7 @@ class Oracle:
         compiler narrowed an overlapping oneOf) no text is claimed canonical."""
         cls = _exact_unique(jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator))
         self.schema = schema
+        self.soundness_only = soundness_only
         registry = suite_registry()
         self.generated = None if generated is None else cls(generated, format_checker=cls.FORMAT_CHECKER, registry=registry)
         self.validator = cls(schema, format_checker=cls.FORMAT_CHECKER, registry=registry)
@@ -574,7 +575,36 @@ SCALARS = {"type": ["null", "boolean", "number", "string"]}
 NO_ESCAPES = '^[^"\\\\\x00-\x1f]*$'
 
 
-def generation_schema(schema: Any, closed_free: bool) -> Any:
+def _members_keys(schema: dict, root: Any, depth: int = 0) -> tuple[set[str], set[str], bool] | None:
+    """The keys an object node's anyOf/oneOf/allOf members declare (local `$ref`s followed):
+    (names, patterns, whether some member takes any key through an additionalProperties schema);
+    None for a node without such members."""
+    members = [m for k in ("anyOf", "oneOf", "allOf") if isinstance(schema.get(k), list) for m in schema[k]]
+    if not members:
+        return None
+    names: set[str] = set()
+    patterns: set[str] = set()
+    any_key = False
+    for member in members:
+        for _ in range(20):  # a chain of references
+            ref = member.get("$ref") if isinstance(member, dict) else None
+            if not (isinstance(ref, str) and ref.startswith("#/")):
+                break
+            member = root
+            for part in ref[2:].split("/"):
+                member = member.get(part.replace("~1", "/").replace("~0", "~"), {}) if isinstance(member, dict) else {}
+        if not isinstance(member, dict):
+            continue
+        names |= {k for k in (*member.get("properties", {}), *member.get("required", [])) if isinstance(k, str)}
+        patterns |= set(member.get("patternProperties", {})) if isinstance(member.get("patternProperties"), dict) else set()
+        any_key |= member.get("additionalProperties", False) not in (False, True, {})
+        inner = _members_keys(member, root, depth + 1) if depth < 20 else (set(), set(), True)
+        if inner is not None:
+            names, patterns, any_key = names | inner[0], patterns | inner[1], any_key or inner[2]
+    return names, patterns, any_key
+
+
+def generation_schema(schema: Any, closed_free: bool, root: Any = None) -> Any:
     """The part of `schema` the JSON-schema compiler documents that it generates (json_schema.py's
     docstring and its logged narrowings): where an object schema leaves `additionalProperties`
     open (absent, true or {}), undeclared keys hold scalar values, and none at all where the
@@ -584,15 +614,18 @@ def generation_schema(schema: Any, closed_free: bool) -> Any:
     none. Strings bounded above ESCAPED_BOUNDED_STRING characters, and what a pattern's `.` or
     negated class matches, hold no character that needs an escape (`uniqueItems` is exact:
     unique_items.py).
+    A node whose anyOf/oneOf/allOf members declare keys counts theirs as declared too (its own
+    additionalProperties would see only its own `properties`, and close a union's object to `{}`).
     Narrower than the compiler where the two differ (e.g. allOf branches), never wider."""
+    root = schema if root is None else root
     if isinstance(schema, list):
-        return [generation_schema(s, closed_free) for s in schema]
+        return [generation_schema(s, closed_free, root) for s in schema]
     if not isinstance(schema, dict):
         return schema
-    out = {k: (v if k in ("const", "enum", "default", "examples") else generation_schema(v, closed_free)) for k, v in schema.items()}
+    out = {k: (v if k in ("const", "enum", "default", "examples") else generation_schema(v, closed_free, root)) for k, v in schema.items()}
     for key in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas"):
         if isinstance(schema.get(key), dict):
-            out[key] = {k: generation_schema(v, closed_free) for k, v in schema[key].items()}
+            out[key] = {k: generation_schema(v, closed_free, root) for k, v in schema[key].items()}
     lengths = [v for v in (schema.get("minLength"), schema.get("maxLength")) if isinstance(v, int)]
     pattern = schema.get("pattern")
     wildcard = isinstance(pattern, str) and ("." in pattern.replace("\\.", "") or "[^" in pattern)
@@ -610,7 +643,13 @@ def generation_schema(schema: Any, closed_free: bool) -> Any:
             p: v for p, v in out["patternProperties"].items() if not any(re.search(p, n) for n in declared)}
     elif schema.get("additionalProperties", True) in (True, {}):
         closed = closed_free or "propertyNames" in schema or "maxProperties" in schema
-        out["additionalProperties"] = False if closed else SCALARS
+        members = _members_keys(schema, root)
+        if members is None:
+            out["additionalProperties"] = False if closed else SCALARS
+        elif not (closed and members[2]):  # (a member's additionalProperties schema takes any key: its own rule holds)
+            keys = {"properties": {k: True for k in {*declared, *members[0]}}, "patternProperties": {p: True for p in members[1]},
+                    "additionalProperties": False if closed else SCALARS}
+            out["allOf"] = [*out.get("allOf", []), keys]
     return out
 
 

@@ -3,6 +3,10 @@
 - No GPU here: Triton kernels run under the interpreter, which must be chosen before anything
   (a kernel test, the engine's kernel path, torch._dynamo) imports triton.
 - Everything is offline: the default model and tokenizers come from local files only.
+- Run in parallel (`-n 2`, pytest-xdist, `--dist loadgroup` from pyproject.toml): each test
+  module runs whole on one worker (its module fixtures are built once), and the vLLM and live
+  server tests each on one worker (one server per session, not one per worker). A worker's torch
+  runs one thread: two workers of two threads each on two cores wait on each other.
 """
 
 import os
@@ -13,6 +17,8 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)
 
 
 import pytest  # noqa: E402
@@ -25,3 +31,17 @@ def tiny_model_folder(tmp_path_factory):
     from constrained_spec.testing import save_tiny_hf_model
 
     return save_tiny_hf_model(tmp_path_factory.mktemp("tiny_model") / "tiny", max_positions=96)
+
+
+# directories whose tests share one session-scoped server: kept on one worker
+_ONE_WORKER_DIRS = ("vllm", "server")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Groups for `--dist loadgroup`: a module's tests together, a shared server's together."""
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        parts = item.nodeid.split("::")[0].split("/")
+        shared = next((d for d in _ONE_WORKER_DIRS if d in parts[:-1]), None)
+        item.add_marker(pytest.mark.xdist_group(shared or "/".join(parts)))

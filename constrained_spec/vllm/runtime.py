@@ -36,7 +36,8 @@ def vllm_python() -> str:
     venv_python = REPO_VENV / "bin" / "python"
     if venv_python.exists():
         return str(venv_python)
-    if importlib.util.find_spec("vllm") is not None:
+    spec = importlib.util.find_spec("vllm")
+    if spec is not None and spec.origin not in (None, "namespace"):  # not a bare `vllm` folder on sys.path (our tests/vllm)
         return sys.executable
     raise VllmUnavailable(f"vLLM is not installed: run ./install.sh (it creates {REPO_VENV}) or set CONSTRAINED_SPEC_VLLM_PYTHON")
 

@@ -264,10 +264,10 @@ def _advance(sites: ItemSites, state: _State, text: bytes | bytearray, data: byt
     stack, in_string, escaped, key, pos = state
     for j, byte in enumerate(data):
         if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:  # backslash
-                escaped = True
+            if escaped or byte == 0x5C:  # an escape: its bytes are the key's too (decode_key reads them)
+                escaped = not escaped
+                if key is not None:
+                    key += bytes((byte,))
             elif byte == 0x22:  # closing quote
                 in_string = False
                 if key is not None:

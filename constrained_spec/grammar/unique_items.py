@@ -161,8 +161,9 @@ class ItemSites:
 
     def open_ended(self, nodes: frozenset[int]) -> bool:
         """Whether every prefix of an item has endlessly many completions (items are strings
-        with at most minLength and a pattern without `$`, or numbers without bounds), so no
-        item can be driven into a repeat: only ending one that repeats needs masking."""
+        with at most minLength and a pattern without `$`, or numbers without bounds; not
+        integers: `0` and `-0` end there, and `[0,0` was a dead end), so no item can be driven
+        into a repeat: only ending one that repeats needs masking."""
         if nodes not in self._open:
             positional = any(isinstance(self._by_id[i].get(k), list) for i in nodes for k in ("prefixItems", "items"))
             items = self.child(nodes, 0)
@@ -177,7 +178,7 @@ class ItemSites:
             return True  # a holder: its parts are judged themselves
         if kind == "string" and parts <= {"type", "minLength", "pattern"}:
             return "$" not in str(node.get("pattern", "")).replace("\\$", "")
-        return kind in ("number", "integer") and parts == {"type"}
+        return kind == "number" and parts == {"type"}
 
     def domain_size(self, nodes: frozenset[int]) -> int | None:
         """An upper bound on how many distinct items an array described by `nodes` can hold

@@ -109,11 +109,17 @@ class Harness:
             return Oracle(schema, soundness_only=True)  # the default backend leaves inexpressible ways to fail out
         try:
             grammar = schema_to_grammar(generated)
-        except (GrammarError, RecursionError):
-            return Oracle(schema)
+        except (GrammarError, RecursionError):  # (remote references, resolved by compile() only): the narrowest reading
+            return Oracle(schema, generation_schema(generated, True))
         if any(why.startswith(ONE_OF_NARROWED) for why in grammar.narrowed.values()):
             return Oracle(schema, soundness_only=True)  # which values each branch keeps is the compiler's choice
-        return Oracle(schema, generation_schema(generated, not grammar.free_extras))  # closed: recursive, or over the open-objects budget
+        free = grammar.free_extras  # False: closed (recursive, or over the open-objects budget)
+        if free and "uniqueItems" in json.dumps(generated):  # compile() writes uniqueItems arrays its own way: recursive there?
+            try:
+                free = schema_to_grammar(generated, unique_items=[]).free_extras
+            except (GrammarError, RecursionError):
+                free = False
+        return Oracle(schema, generation_schema(generated, not free))
 
     def engines(self, schema, both_lark: bool = False) -> dict:
         """Every engine that compiles `schema`; both Lark writings with `both_lark`."""

@@ -230,6 +230,40 @@ def test_a_first_item_is_not_closed_where_only_a_repeat_can_follow(smollm2_vocab
     assert vocab.token_bytes.index(b'","') not in allowed and vocab.token_bytes.index(b'"]') in allowed
 
 
+@pytest.mark.parametrize("backend", ["default", "native"])
+def test_an_integer_item_that_cannot_grow_is_not_a_dead_end(backend):
+    """Unique integers: after `[0,` (or `[1,0,`, `[0,-`) the token `0` writes an item equal to an
+    earlier one that no digit can extend (JSON has no `01`, `-0` is 0): the mask offered it and
+    the next mask was empty (found with CONSTRAINED_SPEC_FULL=1; integers were taken for items
+    every prefix of which goes on). Byte by byte, every state reached keeps an allowed token."""
+    schema = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True, "maxItems": 3}
+    tiny = Vocabulary([b"[", b"]", b",", b"0", b"1", b"-", None], 6)
+    compiled = compile_json_schema(schema, tiny, backend=backend)
+    mask = new_bitmask(1, tiny.size)
+
+    def allowed(matcher) -> list[int]:
+        matcher.fill_bitmask(mask)
+        return unpack_bitmask(mask, tiny.size)[0].nonzero().flatten().tolist()
+
+    frontier, states = [compiled.matcher()], 0
+    for _ in range(8):  # every text of up to 8 bytes the masks allow
+        grown = []
+        for matcher in frontier:
+            ids = allowed(matcher)
+            assert ids, "a dead end: no token allowed, not even EOS"
+            for token_id in (i for i in ids if i != tiny.eos_token_id):
+                child = matcher.fork()
+                child.accept_token(token_id)
+                grown.append(child)
+        states += len(grown)
+        frontier = grown
+    assert states > 1000
+    matcher = compiled.matcher()
+    for piece in (b"[", b"0", b","):
+        matcher.accept_token(tiny.token_bytes.index(piece))
+    assert tiny.token_bytes.index(b"0") not in allowed(matcher) and tiny.token_bytes.index(b"1") in allowed(matcher)
+
+
 # Items equal as values though written in another key order (two branches order the keys
 # differently), holding `}` and `]` inside strings; nested arrays; a first object item of a
 # finite domain. The masks check a narrowed set of candidate tokens (unique_items._candidates):
@@ -325,13 +359,13 @@ def _step_in_lockstep(matchers, vocab, text: bytes, allowed, visit, schema) -> i
 STRINGY = Vocabulary([b"[", b"]", b'"', b",", b"a", b"b", b"\\", b" ", b'a",', b'b"]', b'",', b'"]', b'a"', b'" ,', b'\\"', b'"a', None], 16)
 
 
-OPEN_ENDED = [  # unique arrays of free strings (or integers), alone and inside plain and unique arrays
+OPEN_ENDED = [  # unique arrays of free strings (or numbers), alone and inside plain and unique arrays
     {"type": "array", "uniqueItems": True, "items": {"type": "string"}},
-    {"type": "array", "uniqueItems": True, "items": {"anyOf": [{"type": "string"}, {"type": "integer"}]}},
+    {"type": "array", "uniqueItems": True, "items": {"anyOf": [{"type": "string"}, {"type": "number"}]}},
     {"type": "array", "maxItems": 2, "items": {"type": "array", "uniqueItems": True, "items": {"type": "string"}}},
     {"type": "array", "uniqueItems": True, "items": {"type": "array", "uniqueItems": True, "items": {"type": "string"}}},
 ]
-OPEN_ENDED_IDS = ["strings", "strings-or-integers", "inside-a-plain-array", "inside-a-unique-array"]
+OPEN_ENDED_IDS = ["strings", "strings-or-numbers", "inside-a-plain-array", "inside-a-unique-array"]
 
 
 @pytest.mark.parametrize("schema", OPEN_ENDED, ids=OPEN_ENDED_IDS)

@@ -622,7 +622,9 @@ def generation_schema(schema: Any, closed_free: bool, root: Any = None) -> Any:
         return [generation_schema(s, closed_free, root) for s in schema]
     if not isinstance(schema, dict):
         return schema
-    out = {k: (v if k in ("const", "enum", "default", "examples") else generation_schema(v, closed_free, root)) for k, v in schema.items()}
+    # (not inside `not` or `if`: narrowing a negated schema or a condition would widen the claim)
+    out = {k: (v if k in ("const", "enum", "default", "examples", "not", "if") else generation_schema(v, closed_free, root))
+           for k, v in schema.items()}
     for key in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas"):
         if isinstance(schema.get(key), dict):
             out[key] = {k: generation_schema(v, closed_free, root) for k, v in schema[key].items()}

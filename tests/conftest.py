@@ -37,13 +37,16 @@ def tiny_model_folder(tmp_path_factory):
 _ONE_WORKER_DIRS = ("vllm", "server")
 
 
+def _group(item) -> str:
+    """The item's `--dist loadgroup` group: its shared server's directory, else its module."""
+    parts = item.nodeid.split("::")[0].split("/")
+    return next((d for d in _ONE_WORKER_DIRS if d in parts[:-1]), "/".join(parts))
+
+
 def pytest_collection_modifyitems(config, items):
     """Groups for `--dist loadgroup`: a module's tests together, a shared server's together; the
     vLLM tests first (the longest group, ~8 min: started last, one worker ran it alone)."""
-    items.sort(key=lambda item: "vllm" not in item.nodeid.split("::")[0].split("/")[:-1])  # stable: the rest keep their order
+    items.sort(key=lambda item: _group(item) != "vllm")  # stable: the rest keep their order
     for item in items:
-        if item.get_closest_marker("xdist_group"):
-            continue
-        parts = item.nodeid.split("::")[0].split("/")
-        shared = next((d for d in _ONE_WORKER_DIRS if d in parts[:-1]), None)
-        item.add_marker(pytest.mark.xdist_group(shared or "/".join(parts)))
+        if not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(_group(item)))

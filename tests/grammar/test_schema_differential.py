@@ -438,13 +438,15 @@ _PLAIN_VALUES = ["abc", "b", "a", "Abc", "ab", "", "x y", "foo", "bar", "123", "
                  *sorted(range(-100, 101), key=abs), 0.5, 1.25, 2.5, -0.5, True, False, None]
 
 
-def _branch_instances(schema) -> list:
-    """One instance per branch of a tagged union (at the root or under "v"): every key the branch
-    declares, with its first constant or the first plain value its schema takes (a required
-    key none fits: no instance). Built from the branches so that every compiled schema exercises
-    the reorderings (whole-schema draws take their shape from hypothesis's seed: with one family
-    of them the check went unused), and with values the compiler writes."""
-    node, wrap = (schema, lambda t: t) if "v" not in schema.get("properties", {}) else (schema["properties"]["v"], lambda t: {"v": t})
+def _branch_instances(schema) -> list[tuple[Any, dict, dict]]:
+    """One instance per branch of a tagged union (at the root or under "v"), as (the whole value,
+    the branch's object, the branch): every key the branch declares, with its first constant or
+    the first plain value its schema takes (a required key none fits: no instance). Built from
+    the branches so that every compiled schema exercises the reorderings (whole-schema draws take
+    their shape from hypothesis's seed: with one family of them the check went unused), and with
+    values the compiler writes."""
+    under_v = "v" in schema.get("properties", {})
+    node = schema["properties"]["v"] if under_v else schema
     union = node.get("anyOf", node.get("oneOf"))
     if not isinstance(union, list) or "properties" in node:  # the node declares keys: no copies (_discriminator_first)
         return []
@@ -460,18 +462,14 @@ def _branch_instances(schema) -> list:
             elif name in branch["required"]:
                 break
         else:
-            instances.append(wrap(target))
+            instances.append(({"v": target} if under_v else target, target, branch))
     return instances
 
 
-def _tagged_orders(schema, value) -> list[str]:
-    """`value` (from _branch_instances) written in the key orders the default backend adds for its
-    branch (json_key_order._orders): `kind` first, then the other required keys, then the optional
-    ones, each as declared; and the required keys first."""
-    target = value.get("v", value) if "v" in schema.get("properties", {}) else value
-    union = (schema["properties"]["v"] if target is not value else schema).get("anyOf") or (schema["properties"]["v"] if target is not value else schema)["oneOf"]
-    branches = [schema["$defs"][b["$ref"].rsplit("/", 1)[1]] if "$ref" in b else b for b in union]
-    branch = next(b for b in branches if target["kind"] in (b["properties"]["kind"].get("const"), *b["properties"]["kind"].get("enum", [])))
+def _tagged_orders(value, target: dict, branch: dict) -> list[str]:
+    """`value` (its object `target` of `branch`, from _branch_instances) written in the key orders
+    the default backend adds for the branch (json_key_order._orders): `kind` first, then the other
+    required keys, then the optional ones, each as declared; and the required keys first."""
     names = [n for n in branch["properties"] if n in target]
     required = [n for n in names if n in branch["required"]]
     optional = [n for n in names if n not in required]
@@ -482,18 +480,18 @@ def _tagged_orders(schema, value) -> list[str]:
     return list(dict.fromkeys(texts))
 
 
-def _check_tagged_orders(harness, schema, default, engines: dict, oracle: Oracle, rng: random.Random, instances: list, seen: Counter) -> list[str]:
+def _check_tagged_orders(harness, default, engines: dict, oracle: Oracle, rng: random.Random, instances: list, seen: Counter) -> list[str]:
     """Each branch's instance (_branch_instances) in the added orders: exact on `engines`, and
     accepted by the `default` backend wherever the compiler writes its values (its documented
     narrowings aside)."""
     problems = []
-    for value in instances:
+    for value, target, branch in instances:
         if not oracle.is_valid(value):
             seen["branch instances invalid"] += 1  # a value drawn for its key, invalid as a whole (oneOf overlap, a sibling)
             continue
         generated = not oracle.soundness_only and (oracle.generated is None or oracle.generated.is_valid(value))
         declared = oracle.canonical_text(value)
-        for text in _tagged_orders(schema, value):
+        for text in _tagged_orders(value, target, branch):
             problems += harness.check(oracle, engines, text, rng)
             ids = harness.canonical_ids(text.encode())
             if ids is None or not generated:
@@ -522,7 +520,7 @@ def test_tagged_unions(harness):
         seen["compiled"] += 1
         oracle, rng, _, problems = _checked_draws(harness, schema, engines, data, seen, 2, 3)
         if "default" in engines:
-            problems += _check_tagged_orders(harness, schema, engines["default"], engines, oracle, rng, _branch_instances(schema), seen)
+            problems += _check_tagged_orders(harness, engines["default"], engines, oracle, rng, _branch_instances(schema), seen)
         problems = _without_b7(problems, seen)
         assert not problems, _report(schema, problems)
 
@@ -542,12 +540,12 @@ def test_tagged_unions_without_the_copies_fail(harness, monkeypatch):
 
     schema = {"anyOf": [{"type": "object", "properties": {"a": {"type": "integer"}, "kind": {"const": "text"}}, "required": ["a", "kind"]},
                         {"type": "object", "properties": {"b": {"type": "boolean"}, "kind": {"const": "image"}}, "required": ["kind"]}]}
-    instances = [{"a": 1, "kind": "text"}, {"b": True, "kind": "image"}]
+    instances = [(value, value, branch) for value, branch in zip([{"a": 1, "kind": "text"}, {"b": True, "kind": "image"}], schema["anyOf"])]
     oracle, seen = harness.oracle(schema), Counter()
 
     def refusals() -> list[str]:
         clear_cache()  # compile() keeps the grammar it made with the copies
-        problems = _check_tagged_orders(harness, schema, compile_json_schema(schema, harness.vocab), {}, oracle, random.Random(0), instances, seen)
+        problems = _check_tagged_orders(harness, compile_json_schema(schema, harness.vocab), {}, oracle, random.Random(0), instances, seen)
         return [p for p in problems if "added key order) refused" in p]
 
     assert refusals() == []
@@ -559,7 +557,7 @@ def test_tagged_unions_without_the_copies_fail(harness, monkeypatch):
         monkeypatch.undo()
         clear_cache()
     assert found == ['[default] valid {"kind":"text","a":1} (a branch\'s added key order) refused',
-                          '[default] valid {"kind":"image","b":true} (a branch\'s added key order) refused']
+                     '[default] valid {"kind":"image","b":true} (a branch\'s added key order) refused']
 
 
 _FORMAT_OF_PATTERN = {f"^(?:{p})$": f for f, p in FORMAT_PATTERNS.items()}

@@ -238,7 +238,7 @@ def compile_json_schema(
     _check_frame(frame)
     schema_dict = normalize_schema(schema)  # checks the nesting depth
     with deep_recursion():
-        text = json.dumps(schema_dict, sort_keys=True)
+        text = json.dumps(schema_dict)
         later: dict[str, str] = {}
         # keywords as each declared draft reads them, before references resolve (a $ref's sibling
         # `id` must not move its base URI, drafts 3-7) and again over the documents bundled in
@@ -246,7 +246,7 @@ def compile_json_schema(
         if _MAY_NEED_BUNDLING.search(text):  # a $ref to another document, or an $id: json_refs.bundle decides
             bundled = bundle(schema_dict)  # other documents' $refs made local (meta-schemas, register_schema)
             if bundled is not schema_dict:
-                schema_dict, text = _as_declared(bundled, json.dumps(bundled, sort_keys=True), later)
+                schema_dict, text = _as_declared(bundled, json.dumps(bundled), later)
         if later and strict:
             name, where = next(iter(later.items()))
             raise GrammarError(f"keyword {name!r} at {where} is not read by the draft the schema declares ($schema: a "
@@ -258,11 +258,13 @@ def compile_json_schema(
                             ", ".join(f"{k} (at {v})" for k, v in later.items()))
         static = unevaluated_as_additional(schema_dict)  # where the keys it sees are known in advance
         if static is not schema_dict:
-            schema_dict, text = static, json.dumps(static, sort_keys=True)
+            schema_dict, text = static, json.dumps(static)
         reachable = without_unreachable_definitions(schema_dict)  # llguidance resolves every $ref in the document
         if reachable is not schema_dict:
-            schema_dict, text = reachable, json.dumps(reachable, sort_keys=True)
+            schema_dict, text = reachable, json.dumps(reachable)
         check_keyword_shapes(schema_dict)
+    # the text keeps the schema's key order: declared keys are written in it, so two schemas
+    # differing only in that order are two grammars (sorted keys once gave one the other's)
     key = ("json_schema", text, whitespace, strict, closed_objects, tuple(frame), vocab.fingerprint, backend)
     if backend == "llguidance" and strict:
         raise GrammarError("strict is an option of the default backend, not of llguidance")
@@ -320,7 +322,7 @@ def _as_declared(schema: Any, text: str, left_out: dict[str, str]) -> tuple[Any,
     schema = in_declared_drafts(schema, left_out, read)
     if read:
         schema_log.info("JSON schema: draft 3 keywords read as draft 4 says them: %s", ", ".join(f"{k} (at {v})" for k, v in read.items()))
-    return schema, json.dumps(schema, sort_keys=True)
+    return schema, json.dumps(schema)
 
 
 _MAY_NEED_BUNDLING = re.compile(r'"\$ref": "[^#]|"\$?id": "')  # in json.dumps text (its default separators)

@@ -203,3 +203,21 @@ def test_fuzz_cli(tiny_model_folder, tmp_path_factory, capsys, command, spec, pr
     if code == EXIT_BAD_INPUT and "usage:" not in err:
         _one_error_line(err)
     assert time.perf_counter() - start < 60, argv
+
+
+def test_batch_groups_keep_a_schemas_key_order():
+    """A group of batch requests runs with its first request's constraint: two schemas that differ
+    only in their properties' order are two groups (sorted keys grouped them, and the second
+    request's keys were written in the first one's order)."""
+    from constrained_spec.batch import parse_requests
+    from constrained_spec.sampling import SamplingParams
+
+    def line(order: list[str]) -> str:
+        props = {"a": {"type": "integer"}, "b": {"type": "string"}}
+        schema = {"type": "object", "properties": {k: props[k] for k in order}, "required": ["a", "b"]}
+        return json.dumps({"prompt": "x", "schema": schema})
+
+    requests, errors = parse_requests([line(["a", "b"]), line(["b", "a"]), line(["a", "b"])], SamplingParams(), lambda *a, **k: None)
+    assert not errors and len(requests) == 3
+    keys = [r.group_key() for r in requests]
+    assert keys[0] != keys[1] and keys[0] == keys[2]

@@ -288,3 +288,24 @@ def test_union_copies_stay_within_a_budget():
         innermost = innermost["properties"]["child"]["anyOf"][0]
         innermost = innermost["anyOf"][-1] if "anyOf" in innermost else innermost
     assert "anyOf" not in innermost["properties"]["child"]["anyOf"][0]  # past the budget: as written
+
+
+@pytest.mark.parametrize("backend", ["default", "native", "llguidance"])
+def test_schemas_differing_only_in_key_order_are_two_grammars(backend):
+    """compile_json_schema keeps the grammars it made by the schema's text: that text once had
+    its keys sorted, so a schema differing from an earlier one only in its properties' order got
+    the earlier one's grammar, and its own order (every key required: written as declared) was
+    refused (found by the tagged-union differential test, after a branch `{a, kind}` compiled
+    before one `{kind, a}`)."""
+    from constrained_spec.grammar import Vocabulary
+
+    vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+
+    def schema(order: list[str]) -> dict:
+        props = {"a": {"type": "integer"}, "kind": {"const": "x"}}
+        return {"type": "object", "properties": {k: props[k] for k in order}, "required": ["a", "kind"], "additionalProperties": False}
+
+    for order, text in ((["a", "kind"], '{"a":1,"kind":"x"}'), (["kind", "a"], '{"kind":"x","a":1}')):
+        ids = list(text.encode()) + [256]
+        compiled = compile_json_schema(schema(order), vocab, backend=backend)
+        assert compiled.matcher().validate_tokens(ids) == len(ids), (order, text)

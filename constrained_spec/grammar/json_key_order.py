@@ -33,7 +33,8 @@ llguidance would otherwise still offer a `,` once every patterned key is used, a
 repeats could follow (a dead end for a sampler; in an open object a new key can always follow).
 A `$ref` pointing into a moved key follows its schema to `$defs`. The branches of a union
 told apart by a required key's constant are also written with that key first
-(`_discriminator_first`): their required keys cannot move.
+(`_discriminator_first`): their required keys cannot move; where the union's node declares the
+keys itself, they go into each branch first (`_spreads`).
 """
 
 from __future__ import annotations
@@ -603,7 +604,10 @@ def _discriminator_first(spec: dict) -> dict | None:
     one too (`annotations`, `text`, `type`), and they cannot move (which branch holds is known
     only from the value), while instances name the kind first or their content first. The same
     language (a branch or its copies), each planned like any other node. Not where the union's
-    node declares the key itself or merges more members (their order decides: Glaive's shapes)."""
+    node merges more members (their order decides). Where the node declares keys itself, only
+    beside open branches that say nothing else (_spreads: Glaive's shapes, the kind declared and
+    required by the node, its constant and the measures it requires by each branch): the node's
+    keys then go into each branch, which is written so."""
     planners: list[_Planner] = []  # made on the first union (a reference resolver per spec)
 
     def resolve(ref: str) -> dict | None:
@@ -612,6 +616,8 @@ def _discriminator_first(spec: dict) -> dict | None:
         return planners[0].resolve(ref)
 
     found: list[tuple[dict, str, str, list[int]]] = []
+    spread: list[tuple[dict, str, str]] = []  # unions whose node's own keys go into each branch (_spreads)
+    refs: set | None = None
     for node in _every_node(spec):
         for k in ("anyOf", "oneOf"):
             nodes = [_own_object(b, resolve) for b in node[k]] if isinstance(node.get(k), list) and len(node[k]) >= 2 else []
@@ -622,7 +628,12 @@ def _discriminator_first(spec: dict) -> dict | None:
             late = [i for i, own in enumerate(nodes) if key is not None and _orders(own, key)]
             if late:
                 found.append((node, k, key, late))
-    if not found or len(found) > _MAX_WAYS:
+            elif key is None and _spreads(node, k, nodes):
+                refs = _refs_in(spec, set()) if refs is None else refs
+                key = next((n for n in node["properties"] if _tells_apart([_tagged(node, own, n) for own in nodes], n)), None)
+                if key is not None and not any("properties" in path for path in refs):  # none points into what moves
+                    spread.append((node, k, key))
+    if not (found or spread) or len(found) + len(spread) > _MAX_WAYS:
         return None
     memo: dict[int, Any] = {}
     copy = deepcopy(spec, memo)
@@ -639,7 +650,61 @@ def _discriminator_first(spec: dict) -> dict | None:
             budget -= cost
             copies = [{**deepcopy(own), "properties": {n: deepcopy(own["properties"][n]) for n in order}} for order in orders]
             branches[i] = {"anyOf": [*copies, branches[i]]}
+    for node, k, key in spread:
+        node = memo[id(node)]
+        merged = [_merged(node, _own_object(branch, resolve)) for branch in node[k]]
+        cost = sum(len(json.dumps(own)) * (1 + len(_orders(own, key))) for own in merged)
+        if cost > budget:
+            continue
+        budget -= cost
+        node[k] = [{"anyOf": [*({**own, "properties": {n: own["properties"][n] for n in order}} for order in _orders(own, key)), own]}
+                   for own in deepcopy(merged)]
+        del node["properties"]
     return copy
+
+
+_SPREAD_NODE = frozenset({"type", "properties", "required"})  # a union node whose keys can go into its branches (with annotations)
+
+
+def _spreads(node: dict, union: str, branches: list[dict]) -> bool:
+    """Whether `node` (an object declaring keys beside its `union` of `branches`, own objects)
+    may be written as that union of its branches each merged with it (_merged): the node says
+    only which keys it declares and requires (Glaive's shapes: `shape` declared and required
+    beside a oneOf of `{"properties": {"shape": {"const": "circle"}}, "required": ["radius"]}`),
+    the branches only theirs, and nothing is closed (a branch's additionalProperties would refuse
+    the node's keys it does not declare). N and (B1 or B2) is (N and B1) or (N and B2); N and
+    exactly one Bi is exactly one of (N and Bi). The keys then go with each branch, so its own
+    orders can be written (llguidance writes the node's declared keys first, in its order)."""
+    extra = set(node) - ANNOTATIONS - {"$schema", "$defs", "definitions", "$comment", "x-guidance", union}  # no $id: a base URI
+    if not node.get("properties") or not extra <= _SPREAD_NODE or not _plain_object(node):
+        return False
+    return all(not set(own) - ANNOTATIONS - {"$comment"} - _SPREAD_NODE and _plain_object(own) for own in branches)
+
+
+def _plain_object(node: dict) -> bool:
+    """Whether `node`'s `type` (if any) is object and its `required` (if any) a list of names."""
+    required = node.get("required", [])
+    return node.get("type", "object") in ("object", ["object"]) and isinstance(required, list) and all(isinstance(n, str) for n in required)
+
+
+def _tagged(node: dict, own: dict, key: str) -> dict:
+    """What `_tells_apart` reads of a branch `own` merged with its `node` for `key`: the branch's
+    schema of it, required where either requires it."""
+    required = [*own.get("required", []), *node.get("required", [])]
+    return {"properties": {key: own["properties"].get(key)}, "required": required}
+
+
+def _merged(node: dict, own: dict) -> dict:
+    """A union branch's object `own` with its node's keys merged in: the node's declared keys
+    first (a key both declare takes both schemas), then the branch's; required: both lists."""
+    props = dict(node["properties"])
+    for name, value in own["properties"].items():
+        if name not in props or props[name] in (True, {}):
+            props[name] = value
+        elif value not in (True, {}):  # `true`: how llguidance_schema declares a branch's required key
+            props[name] = {"allOf": [props[name], value]}
+    required = list(dict.fromkeys([*node.get("required", []), *own.get("required", [])]))
+    return {**{k: v for k, v in own.items() if k not in ("properties", "required")}, "properties": props, "required": required}
 
 
 def _orders(node: dict, key: str) -> list[list[str]]:

@@ -158,12 +158,12 @@ def _tagged_union(branches: list, union: str, by_ref: list[bool], outer: dict | 
     return {**schema, "$defs": defs} if defs else schema
 
 
-def _tagged_branches(children: st.SearchStrategy) -> st.SearchStrategy[list]:
+def _tagged_branches(children: st.SearchStrategy, extras: tuple = ("absent", "absent", False, True)) -> st.SearchStrategy[list]:
     branch = st.builds(lambda props, at, mask, extra, typed: (props, at, mask, extra, typed),
                        # kind mostly after another key: those branches get the copies the tests walk
                        st.dictionaries(st.sampled_from(["a", "b", "id", "name", "text"]), children, min_size=1, max_size=3),
                        st.sampled_from([0, 1, 1, 2, 3]),
-                       st.lists(st.booleans(), min_size=3, max_size=3), st.sampled_from(["absent", "absent", False, True]), st.booleans())
+                       st.lists(st.booleans(), min_size=3, max_size=3), st.sampled_from(extras), st.booleans())
     return st.lists(branch, min_size=2, max_size=3).map(
         lambda bs: [_tagged_branch(kind, *b) for kind, b in zip(["text", "image", "audio!"], bs)])
 
@@ -177,4 +177,17 @@ TAGGED_UNIONS = st.builds(
     st.lists(st.booleans(), min_size=3, max_size=3),
     st.one_of(st.none(), _object(LEAVES)),
     st.sampled_from([{}, {"type": "object"}, {"properties": {"meta": {"type": "string"}}}, {"required": ["kind"]}]),
+)
+# The union's node declares keys itself and requires the kind, its branches open (Glaive's tools:
+# `shape` declared and required beside a oneOf of a constant each and the measures it requires):
+# the default backend writes each branch merged with the node's keys, in the tagged orders too
+NODE_DECLARED_UNIONS = st.builds(
+    _tagged_union,
+    _tagged_branches(LEAVES, extras=("absent",)),
+    st.sampled_from(["anyOf", "oneOf"]),
+    st.lists(st.booleans(), min_size=3, max_size=3),
+    st.one_of(st.none(), _object(LEAVES)),
+    st.sampled_from([{"type": "object", "properties": {"id": {"type": "integer"}, "kind": {"type": "string"}, "meta": {"type": "string"}},
+                      "required": ["kind"]},
+                     {"properties": {"a": {}, "kind": {"enum": ["text", "image", "audio!", "other"]}}, "required": ["kind"]}]),
 )

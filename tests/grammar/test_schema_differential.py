@@ -50,7 +50,7 @@ from constrained_spec.grammar.unique_items import UniqueItemsGrammar
 
 from schema_oracle import (Oracle, TokenIndex, check_walk, dumps_escaping_keys, engine_of, generation_schema, mutations, normalize_numbers,
                            positional_text, text_mutations, walk)
-from schema_strategies import NEGATED_OBJECTS, SCHEMAS, TAGGED_UNIONS
+from schema_strategies import NEGATED_OBJECTS, NODE_DECLARED_UNIONS, SCHEMAS, TAGGED_UNIONS
 
 FULL = os.environ.get("CONSTRAINED_SPEC_FULL") == "1"
 SUITE = Path(__file__).parent.parent / "data" / "json_schema_test_suite"
@@ -80,7 +80,11 @@ B9 = ("B9: required-keys tracker, a key's escape bytes were dropped (`q\\\"t` re
       "`qt` is required, {\"qt\":0,\"q\\\"t\":0} refused where `q\"t` is")
 B10 = ("B10: uniqueItems tracker, the same dropped escape bytes: the array under `q\\\"t` was taken for the one under `qt` "
        "({\"q\\\"t\":[1,1]} accepted with uniqueItems on `q\"t`)")
-OPEN_BUGS: set[str] = {B7}
+B11 = ("B11: Lark path, whole writing too (B7's cause where no part is split): two union branches give one key's value "
+       "string terminals that overlap (`^\\d+$` up to 8 characters, and any string): the lexer keeps one, the other branch "
+       "is lost ({\"name\":\"123\",\"kind\":\"text\"} refused; the native backend writes this schema on the Lark path; "
+       "found by the tagged-union family)")
+OPEN_BUGS: set[str] = {B7, B11}
 CLOSED_OBJECTS_BUG = None
 KNOWN_BUGS: dict[tuple[str, str], str] = {}
 
@@ -123,6 +127,9 @@ class Harness:
 
     def engines(self, schema, both_lark: bool = False) -> dict:
         """Every engine that compiles `schema`; both Lark writings with `both_lark`."""
+        # compile()'s cache would keep the last 128 schemas' grammars: a 1.2 KB tagged union's
+        # regex index took 1.45 GB, and a worker holding many such grammars was killed (OOM)
+        clear_cache()
         engines = {}
         try:
             default = compile_json_schema(schema, self.vocab, backend="native")
@@ -195,6 +202,9 @@ class Harness:
                     found = check_walk(oracle, data, result)
                 except AssertionError as exc:
                     found = [str(exc)]
+                if b"\x7f" in data and name in ("llguidance", "default"):  # llguidance never writes a raw DEL (README, Limitations)
+                    found = [p for p in found if p.startswith("EOS allowed")]
+                    self.stats["raw DEL on llguidance (soundness only)"] += 1
                 problems += [f"[{name}, {kind} tokens] {p}" for p in found]
         return problems
 
@@ -244,6 +254,9 @@ REPRODUCERS = {
          ['{"q\\"t":0}', '{"qt":0}', '{"qt":0,"q\\"t":0}', '{"q\\u0022t":0,"qt":0}']),
     B10: ({"type": "object", "properties": {"qt": {"type": "array"}, "q\"t": {"type": "array", "uniqueItems": True}}},
           [{"q\"t": [1, 2], "qt": [1, 1]}], ['{"q\\"t":[1,1]}', '{"qt":[1,1]}', '{"q\\"t":[1,2]}']),
+    B11: ({"anyOf": [{"properties": {"name": {"type": "string", "maxLength": 8, "pattern": "^\\d+$"}, "kind": {"enum": ["text"]}}, "required": ["kind", "name"]},
+                     {"properties": {"name": {"type": "string"}, "kind": {"const": "image"}}, "required": ["kind", "name"]}]},
+          [{"name": "123", "kind": "text"}, {"name": "abc", "kind": "image"}], []),
     B8: ({"anyOf": [{"type": "object", "properties": {"kind": {"enum": ["text"]}}, "required": ["kind"]}, {"$ref": "#/$defs/b1"},
                     {"properties": {"kind": {"enum": ["audio!"]}}, "required": ["kind"], "additionalProperties": True}],
           "$defs": {"b1": {"type": "object", "properties": {"kind": {"const": "image"}}, "required": ["kind"], "additionalProperties": True}}},
@@ -448,14 +461,20 @@ def _branch_instances(schema) -> list[tuple[Any, dict, dict]]:
     under_v = "v" in schema.get("properties", {})
     node = schema["properties"]["v"] if under_v else schema
     union = node.get("anyOf", node.get("oneOf"))
-    if not isinstance(union, list) or "properties" in node:  # the node declares keys: no copies (_discriminator_first)
+    if not isinstance(union, list):
         return []
+    branches = [schema["$defs"][b["$ref"].rsplit("/", 1)[1]] if "$ref" in b else b for b in union]
+    if "properties" in node:  # the node declares keys: copies only where they go into every branch (open ones)
+        if any("additionalProperties" in b for b in branches):
+            return []
+        branches = [_with_node_keys(node, b) for b in branches]
     instances = []
-    for branch in (schema["$defs"][b["$ref"].rsplit("/", 1)[1]] if "$ref" in b else b for b in union):
+    for branch in branches:
         target = {}
         for name, leaf in branch["properties"].items():
             fits = Oracle(leaf).is_valid
-            listed = [leaf["const"]] if "const" in leaf else leaf.get("enum", [])
+            parts = leaf.get("allOf", [leaf]) if isinstance(leaf, dict) else []  # a key the node and the branch declare: both
+            listed = [v for part in parts if isinstance(part, dict) for v in ([part["const"]] if "const" in part else part.get("enum", []))]
             value = next((v for v in [*listed, *_PLAIN_VALUES] if fits(v)), fits)
             if value is not fits:
                 target[name] = value
@@ -464,6 +483,15 @@ def _branch_instances(schema) -> list[tuple[Any, dict, dict]]:
         else:
             instances.append(({"v": target} if under_v else target, target, branch))
     return instances
+
+
+def _with_node_keys(node: dict, branch: dict) -> dict:
+    """A union branch with its node's declared and required keys: the node's keys first (one both
+    declare takes both schemas), then the branch's (the object the branch's instances are of)."""
+    props = dict(node["properties"])
+    for name, leaf in branch["properties"].items():
+        props[name] = {"allOf": [props[name], leaf]} if name in props else leaf
+    return {"properties": props, "required": list(dict.fromkeys([*node.get("required", []), *branch["required"]]))}
 
 
 def _tagged_orders(value, target: dict, branch: dict) -> list[str]:
@@ -504,14 +532,12 @@ def _check_tagged_orders(harness, default, engines: dict, oracle: Oracle, rng: r
     return problems
 
 
-def test_tagged_unions(harness):
-    """Unions of objects told apart by a required key's constant, which the default backend also
-    writes kind first and required keys first (json_key_order._discriminator_first): exact on
-    every engine, and the default backend accepts each branch's instance in each of those orders."""
-    examples = 150 if FULL else 40
+def _check_tagged_unions(harness, schemas, examples: int) -> Counter:
+    """Each schema of `schemas` (a seeded family): drawn instances exact on every engine, and each
+    branch's instance in the added key orders (_check_tagged_orders); the counts seen."""
     seen: Counter = Counter()
 
-    @_over_generated_schemas(examples, TAGGED_UNIONS)
+    @_over_generated_schemas(examples, schemas)
     def run(schema, data):
         seen["schemas"] += 1
         engines = harness.engines(schema)
@@ -520,17 +546,42 @@ def test_tagged_unions(harness):
         seen["compiled"] += 1
         oracle, rng, _, problems = _checked_draws(harness, schema, engines, data, seen, 2, 3)
         if "default" in engines:
-            problems += _check_tagged_orders(harness, engines["default"], engines, oracle, rng, _branch_instances(schema), seen)
+            instances = _branch_instances(schema)
+            node = schema["properties"]["v"] if "v" in schema.get("properties", {}) else schema
+            seen["instances of branches merged with their node's keys"] += len(instances) if "properties" in node else 0
+            problems += _check_tagged_orders(harness, engines["default"], engines, oracle, rng, instances, seen)
         problems = _without_b7(problems, seen)
         assert not problems, _report(schema, problems)
 
     run()
+    return seen
+
+
+def test_tagged_unions(harness):
+    """Unions of objects told apart by a required key's constant, which the default backend also
+    writes kind first and required keys first (json_key_order._discriminator_first): exact on
+    every engine, and the default backend accepts each branch's instance in each of those orders."""
+    examples = 150 if FULL else 40
+    seen = _check_tagged_unions(harness, TAGGED_UNIONS, examples)
     print(f"tagged unions: {dict(seen)}")
     # the added orders are walked, some not the declared one (the default backend is its own
     # engine only where it writes copies, or formats as its patterns): a moved text is refused
     # without the copies (test_tagged_unions_without_the_copies_fail). 8-39 moved texts over the
     # families seen while writing this (hypothesis derives the family from this source).
     assert seen["compiled"] >= examples // 2 and seen["moved (not the declared order)"] >= examples // 8, seen
+
+
+def test_tagged_unions_whose_node_declares_keys(harness):
+    """The same where the union's node declares keys itself and requires the kind, its branches
+    open (Glaive's tools): the default backend writes each branch merged with the node's keys
+    (json_key_order._spreads), so each merged branch is also written kind first and required
+    keys first; exact on every engine, and those orders accepted. Its power on a fixed schema:
+    test_key_order.py::test_union_node_keys_go_into_its_branches (the mutation there)."""
+    examples = 60 if FULL else 20
+    seen = _check_tagged_unions(harness, NODE_DECLARED_UNIONS, examples)
+    print(f"unions whose node declares keys: {dict(seen)}")
+    assert seen["compiled"] >= examples // 2 and seen["instances of branches merged with their node's keys"] >= examples, seen
+    assert seen["moved (not the declared order)"] >= examples // 4, seen
 
 
 def test_tagged_unions_without_the_copies_fail(harness, monkeypatch):

@@ -46,7 +46,7 @@ from copy import deepcopy
 from typing import Any
 from urllib.parse import quote
 
-from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, enum_values, pointer_parts
+from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, enum_values, pointer_parts, written_text
 from .json_required import Released, fixed_nodes
 from .protocol import GrammarError
 
@@ -76,7 +76,7 @@ def _signature(schema: Any) -> str | None:
     if isinstance(schema, dict):
         schema = {k: v for k, v in schema.items() if k in VALIDATION or (k in STRUCTURAL and k != "$comment")}
     try:
-        return json.dumps(schema, sort_keys=True)
+        return written_text(schema)  # keys sorted would give a nested object's order to its twin
     except (TypeError, ValueError):
         return None
 

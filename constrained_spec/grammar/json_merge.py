@@ -15,7 +15,7 @@ from urllib.parse import unquote
 from .protocol import GrammarError
 from .regular import intersection
 
-__all__ = ["VALIDATION", "ANNOTATIONS", "STRUCTURAL", "clean", "merge", "discriminated_conditions", "pointer", "pointer_parts", "canonical", "enum_values",
+__all__ = ["VALIDATION", "ANNOTATIONS", "STRUCTURAL", "clean", "merge", "discriminated_conditions", "pointer", "pointer_parts", "canonical", "enum_values", "written_text",
            "name_keywords", "listed_names", "NAME_MAPS", "DATA_KEYWORDS", "LEFT_OUT", "keywords_mapped", "rebased_refs"]
 
 # keywords that constrain instances (drafts 4 .. 2020-12)
@@ -114,6 +114,22 @@ def canonical(value: Any) -> str:
     if isinstance(value, dict):
         return "{" + ",".join(json.dumps(k) + ":" + canonical(v) for k, v in sorted(value.items())) + "}"
     raise GrammarError(f"enum/const value {value!r} is not JSON")
+
+
+def written_text(schema: Any) -> str:
+    """A schema's text where the order its keys are written in counts: keywords sorted (their
+    order says nothing), every `properties` map in its own order (declared keys are written in
+    it). Equal texts: the same language and the same declared orders."""
+    def kept(node: Any, names: bool = False) -> Any:
+        if isinstance(node, list):
+            return [kept(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        if names:  # a properties map: property -> schema, in its order
+            return {k: kept(v) for k, v in node.items()}
+        return {k: kept(v, k == "properties") for k, v in sorted(node.items())}
+
+    return json.dumps(kept(schema))
 
 
 def same_json(a: Any, b: Any) -> bool:

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from .json_key_sets import pattern_keys
 from .json_refs import id_keywords
-from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, at, discriminated_conditions, enum_values, listed_names, name_keywords, pointer
+from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, at, discriminated_conditions, enum_values, listed_names, name_keywords, pointer, written_text
 from .json_merge import DATA_KEYWORDS as _DATA, LEFT_OUT as _LEFT_OUT, keywords_mapped as _schema_keys_mapped
 from .json_negation import MAX_ONE_OF, complement
 from .json_schema import _json_type  # noqa: PLC2701 (the compiler's own reading of a value's type)
@@ -80,7 +80,7 @@ def without_unknown_metaschemas(node: Any) -> Any:
 
 def _bare(node: Any) -> str:
     """A schema's text without annotations (title, description, ...): equal texts, equal schemas."""
-    return json.dumps(_schema_keys_mapped(node, lambda k, v: _LEFT_OUT if k in ANNOTATIONS else v), sort_keys=True)
+    return written_text(_schema_keys_mapped(node, lambda k, v: _LEFT_OUT if k in ANNOTATIONS else v))
 
 
 _LOOKAROUND = re.compile(r"(?<!\\)\(\?<?[=!]|(?<!\\)\(\?<[A-Za-z_]")  # lookarounds, and ECMA's named groups
@@ -498,7 +498,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         "object"}`, made 40,000 references). It becomes a reference to a new definition, the
         target's content and the siblings in an allOf, one per (reference, siblings): the same
         pair inside it refers back to it."""
-        key = (ref, json.dumps(siblings, sort_keys=True), negated, keep_open)
+        key = (ref, written_text(siblings), negated, keep_open)
         if key not in merged_names:
             if not isinstance(target, dict):
                 return None

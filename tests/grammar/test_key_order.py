@@ -371,3 +371,26 @@ def test_schemas_differing_only_in_key_order_are_two_grammars(backend):
         ids = list(text.encode()) + [256]
         compiled = compile_json_schema(schema(order), vocab, backend=backend)
         assert compiled.matcher().validate_tokens(ids) == len(ids), (order, text)
+
+
+def test_twin_property_schemas_keep_their_own_key_order():
+    """Two property schemas equal but for the order of a nested object's keys are two
+    schemas where keys are written in declared order: moved keys with one schema share a
+    pattern (json_key_order._signature), and a declared key whose schema is a matching pattern's
+    is written by the pattern (llguidance_schema._pattern_twins_as_true). Both compared texts with
+    every key sorted, so `y`'s object took `x`'s order (`{"y":{"b":1,"a":2}}`, its own, refused)."""
+    from constrained_spec.grammar import Vocabulary
+
+    vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+
+    def pair(order: list[str]) -> dict:  # every key required and the object closed: written as declared
+        props = {"a": {"type": "integer"}, "b": {"type": "integer"}}
+        return {"type": "object", "properties": {k: props[k] for k in order}, "required": ["a", "b"], "additionalProperties": False}
+
+    moved = {"type": "object", "properties": {"x": pair(["a", "b"]), "y": pair(["b", "a"])}}
+    twins = {"type": "object", "properties": {"y": pair(["b", "a"])}, "patternProperties": {"^[xy]$": pair(["a", "b"])}}
+    for schema, own, other in ((moved, '{"y":{"b":1,"a":2}}', '{"x":{"a":1,"b":2}}'), (twins, '{"y":{"b":1,"a":2}}', '{"x":{"a":1,"b":2}}')):
+        compiled = compile_json_schema(schema, vocab)
+        for text in (own, other):
+            ids = list(text.encode()) + [256]
+            assert compiled.matcher().validate_tokens(ids) == len(ids), (schema, text)

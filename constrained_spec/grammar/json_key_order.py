@@ -604,10 +604,11 @@ def _discriminator_first(spec: dict) -> dict | None:
     one too (`annotations`, `text`, `type`), and they cannot move (which branch holds is known
     only from the value), while instances name the kind first or their content first. The same
     language (a branch or its copies), each planned like any other node. Not where the union's
-    node merges more members (their order decides). Where the node declares keys itself, only
-    beside open branches that say nothing else (_spreads: Glaive's shapes, the kind declared and
-    required by the node, its constant and the measures it requires by each branch): the node's
-    keys then go into each branch, which is written so."""
+    node merges more members (their order decides). Where the node declares keys itself beside
+    open branches that say nothing else (_spreads: Glaive's shapes, the kind declared and required
+    by the node, its constant and the measures it requires by each branch; or a node's own
+    optional keys beside branches naming their kind), the node's keys go into each branch first,
+    which is then written so (llguidance wrote the node's keys first, before the kind)."""
     planners: list[_Planner] = []  # made on the first union (a reference resolver per spec)
 
     def resolve(ref: str) -> dict | None:
@@ -624,15 +625,17 @@ def _discriminator_first(spec: dict) -> dict | None:
             if len(nodes) < 2 or None in nodes or (_FAMILY - {"properties", "anyOf", "oneOf"}) & set(node) \
                     or not isinstance(node.get("properties", {}), dict):
                 continue
+            if _spreads(node, k, nodes):  # the node's keys go into each branch, then written like one
+                refs = _refs_in(spec, set()) if refs is None else refs
+                names = dict.fromkeys([*node["properties"], *nodes[0]["properties"]])
+                key = next((n for n in names if _tells_apart([_tagged(node, own, n) for own in nodes], n)), None)
+                if key is not None and not any("properties" in path for path in refs):  # none points into what moves
+                    spread.append((node, k, key))
+                    continue
             key = next((n for n in nodes[0]["properties"] if n not in node.get("properties", {}) and _tells_apart(nodes, n)), None)
             late = [i for i, own in enumerate(nodes) if key is not None and _orders(own, key)]
             if late:
                 found.append((node, k, key, late))
-            elif key is None and _spreads(node, k, nodes):
-                refs = _refs_in(spec, set()) if refs is None else refs
-                key = next((n for n in node["properties"] if _tells_apart([_tagged(node, own, n) for own in nodes], n)), None)
-                if key is not None and not any("properties" in path for path in refs):  # none points into what moves
-                    spread.append((node, k, key))
     if not (found or spread) or len(found) + len(spread) > _MAX_WAYS:
         return None
     memo: dict[int, Any] = {}

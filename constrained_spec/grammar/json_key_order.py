@@ -651,19 +651,22 @@ def _discriminator_first(spec: dict) -> dict | None:
             if cost > budget:
                 continue
             budget -= cost
-            copies = [{**deepcopy(own), "properties": {n: deepcopy(own["properties"][n]) for n in order}} for order in orders]
-            branches[i] = {"anyOf": [*copies, branches[i]]}
+            branches[i] = {"anyOf": [*_ordered_copies(own, orders), branches[i]]}
     for node, k, key in spread:
         node = memo[id(node)]
-        merged = [_merged(node, _own_object(branch, resolve)) for branch in node[k]]
-        cost = sum(len(json.dumps(own)) * (1 + len(_orders(own, key))) for own in merged)
+        merged = [(own, _orders(own, key)) for own in (_merged(node, _own_object(branch, resolve)) for branch in node[k])]
+        cost = sum(len(json.dumps(own)) * (1 + len(orders)) for own, orders in merged)
         if cost > budget:
             continue
         budget -= cost
-        node[k] = [{"anyOf": [*({**own, "properties": {n: own["properties"][n] for n in order}} for order in _orders(own, key)), own]}
-                   for own in deepcopy(merged)]
+        node[k] = [{"anyOf": [*_ordered_copies(own, orders), deepcopy(own)]} for own, orders in merged]
         del node["properties"]
     return copy
+
+
+def _ordered_copies(own: dict, orders: list[list[str]]) -> list[dict]:
+    """Copies of the object `own` declaring its properties in each order of `orders` (_orders)."""
+    return [{**deepcopy(own), "properties": {n: deepcopy(own["properties"][n]) for n in order}} for order in orders]
 
 
 _SPREAD_NODE = frozenset({"type", "properties", "required"})  # a union node whose keys can go into its branches (with annotations)

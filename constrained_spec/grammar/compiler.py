@@ -187,7 +187,9 @@ def _recursive_on_lark(grammar: Grammar, vocab: Vocabulary) -> CompiledGrammar:
 
 def lark_of_ir(grammar: Grammar, vocab: Vocabulary, split_above: int | None = None, text: str | None = None) -> CompiledGrammar:
     """`grammar` on our Lark engine (Grammar.to_lark: `split_above` writes large regular parts
-    part by part; `text`: that writing, where the caller has it already)."""
+    part by part; `text`: that writing, where the caller has it already). Its language is the
+    IR's, as on the regex path: a lexeme two terminals match (two union branches' keys or
+    strings) is read as each (every_match), not as Lark's first."""
     try:
         from .lark_engine import compile_lark
     except ImportError as exc:
@@ -197,14 +199,14 @@ def lark_of_ir(grammar: Grammar, vocab: Vocabulary, split_above: int | None = No
             if text is None:
                 text = grammar.to_lark(split_above=split_above)
             try:
-                return compile_lark(text, vocab)
+                return compile_lark(text, vocab, every_match=True)
             except GrammarError as exc:
                 # Overlapping branches (an anyOf of objects with the same optional keys) reach
                 # the end of two different tail rules on one token: Lark cannot choose which to
                 # reduce. Written inline, as before tail rules, both are one alternative.
                 if "Reduce/Reduce" not in str(exc) or text == (inline := grammar.to_lark(chains=False, split_above=split_above)):
                     raise
-            return compile_lark(inline, vocab)
+            return compile_lark(inline, vocab, every_match=True)
     except RecursionError:
         raise GrammarError("the grammar is nested too deeply to compile") from None
 

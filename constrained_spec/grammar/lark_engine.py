@@ -1,9 +1,11 @@
 """Context-free grammars in Lark's EBNF, compiled to exact token masks.
 
-State of a request = (LALR stack, lexer state): the parser configuration when the current lexeme
-started, and the state of that lexeme in the context's product DFA (`lexer.py`). A token is
-allowed iff its bytes extend the text to a prefix Lark would lex and parse (see `lexer.py` for the
-lexing rule).
+A configuration = (LALR stack, lexer state): the parser when the current lexeme started, and the
+state of that lexeme in the context's product DFA (`lexer.py`). A token is allowed iff its bytes
+extend the text to a prefix Lark would lex and parse (see `lexer.py` for the lexing rule). With
+`every_match` (JSON schemas' grammars) a lexeme that several terminals match is read as each of
+them, so a request's state is a set of configurations (one parse per branch still possible; a
+union's branches whose terminals overlap, `"123"` as a digit string and as any string, both stay).
 
 Masks are built from precomputed per-(lexer context, DFA state) token tables (`token_tables.py`):
 one table lookup tells, for every token at once, whether it stays inside the current lexeme (then
@@ -30,8 +32,10 @@ from .vocabulary import trim_partial_utf8
 
 __all__ = ["compile_lark", "LarkGrammar", "LarkMatcher"]
 
+Configs = tuple[tuple[Stack, int], ...]  # the configurations a request may be in (one, but for every_match)
 _START = -1  # lexer state of the empty lexeme at the very start (state 0, nothing read yet)
 _CACHE_LIMIT = 200_000
+_MAX_CONFIGS = 256  # parses followed at once (every_match): past it the grammar is refused at run time, loudly
 _SMALL_GROUP = 48  # below this many tokens, resolve token by token instead of vectorized
 _DIRECT_GROUP = 2048  # up to this many, walk the group's own bytes; above, a cached walk of all
 _layouts: dict[str, TokenLayout] = {}
@@ -39,13 +43,15 @@ _layout_lock = threading.Lock()
 
 
 def compile_lark(
-    text: str, vocab, start: str = "start", lexer: str = "contextual", precompute: bool = True
+    text: str, vocab, start: str = "start", lexer: str = "contextual", precompute: bool = True, every_match: bool = False,
 ) -> "LarkGrammar":
     """Compile a Lark grammar (LALR, `%import common` allowed) for `vocab`.
 
     `lexer` is Lark's lexer option ("contextual", Lark's LALR default, or "basic"); masks follow
     what `lark.Lark(text, parser="lalr", lexer=lexer, start=start)` accepts. A bad grammar raises
-    GrammarError with Lark's message."""
+    GrammarError with Lark's message. every_match: a lexeme several terminals match is read as
+    each of them, not as Lark's first (the grammar's language, for JSON schemas' grammars, whose
+    union branches may hold overlapping terminals); lexemes still end where no terminal goes on."""
     import lark  # local: keeps `import constrained_spec.grammar` light
 
     if lexer not in ("contextual", "basic"):
@@ -58,13 +64,13 @@ def compile_lark(
         raise GrammarError(f"invalid Lark grammar: {parts[0] if parts else e}{more}") from e
     if parser.options.postlex is not None:
         raise GrammarError("Lark postlexers (e.g. Indenter) are not supported")
-    return LarkGrammar(parser, vocab, start, lexer, precompute)
+    return LarkGrammar(parser, vocab, start, lexer, precompute, every_match)
 
 
 class LarkGrammar:
     """Immutable compiled grammar (CompiledGrammar protocol); its caches only memoize."""
 
-    def __init__(self, parser, vocab, start: str, lexer: str, precompute: bool) -> None:
+    def __init__(self, parser, vocab, start: str, lexer: str, precompute: bool, every_match: bool = False) -> None:
         self.vocab = vocab
         self._size = int(vocab.size)
         self.eos_token_id = int(vocab.eos_token_id)
@@ -86,7 +92,7 @@ class LarkGrammar:
                 names = frozenset(s for s in self.table.symbols(state) if s in terms) | self.ignore
             ctx = by_key.get(names)
             if ctx is None:
-                ctx = LexerContext([terms[n] for n in names], self.ignore)
+                ctx = LexerContext([terms[n] for n in names], self.ignore, every_match=every_match)
                 by_key[names] = ctx
                 self.contexts.append(ctx)
             self._ctx_of_state[state] = ctx
@@ -97,7 +103,7 @@ class LarkGrammar:
         self._viable: dict[Stack, int] = {}
         self._allowed: dict[tuple[Stack, int], np.ndarray] = {}
         self._packed: dict[tuple[Stack, int], torch.Tensor] = {}
-        self._forced: dict[tuple[Stack, int, int], bytes] = {}
+        self._forced: dict[tuple[Configs, int], bytes] = {}
         if precompute:  # the lexeme-start tables; mid-lexeme ones are built on first use
             for ctx in self.contexts:
                 self._table(ctx, 0)
@@ -112,8 +118,8 @@ class LarkGrammar:
         return LarkMatcher(self)
 
     @property
-    def initial_state(self) -> tuple[Stack, int]:
-        return self.table.start, _START
+    def initial_state(self) -> Configs:
+        return ((self.table.start, _START),)
 
     # ---- parser / lexer steps ------------------------------------------------------------
 
@@ -138,39 +144,46 @@ class LarkGrammar:
         name = ctx.terms[term]
         return stack if name in self.ignore else self.table.feed(stack, name)
 
-    def advance(self, stack: Stack, s: int, data: bytes) -> tuple[Stack, int] | None:
-        """Exact byte-by-byte step (the reference the masks agree with); None if not allowed."""
-        ctx = self.ctx(stack)
-        if s == _START:
-            s = 0
-        for b in data:
-            nxt = ctx.row(s)[b]
-            if nxt < 0:  # b ends the lexeme: emit, then b starts the next one
-                w = ctx.winner[s]
-                if w < 0:
-                    return None
-                new_stack = self.emit(stack, ctx, w)
-                if new_stack is None:
-                    return None
-                stack, ctx = new_stack, self.ctx(new_stack)
-                nxt = ctx.row(0)[b]
-                if nxt < 0:
-                    return None
-            s = nxt
-        if not ctx.alive_bits[s] & self.viable_bits(stack):
-            return None
-        return stack, s
+    def advance(self, stack: Stack, s: int, data: bytes) -> list[tuple[Stack, int]]:
+        """Exact byte-by-byte step of one configuration (the reference the masks agree with):
+        the configurations it leads to, none if `data` is not allowed."""
+        out: list[tuple[Stack, int]] = []
+        todo = [(stack, 0 if s == _START else s, 0)]  # (stack, lexer state, bytes of data read)
+        while todo:
+            stack, s, i = todo.pop()
+            ctx = self.ctx(stack)
+            for i in range(i, len(data)):
+                b = data[i]
+                nxt = ctx.row(s)[b]
+                if nxt < 0:  # b ends the lexeme: emit it as each terminal it may be, b starts the next one
+                    for w in ctx.ends[s]:
+                        new_stack = self.emit(stack, ctx, w)
+                        if new_stack is not None and (t := self.ctx(new_stack).row(0)[b]) >= 0:
+                            todo.append((new_stack, t, i + 1))
+                    break
+                s = nxt
+            else:
+                if ctx.alive_bits[s] & self.viable_bits(stack) and (stack, s) not in out:
+                    out.append((stack, s))
+        return out
+
+    def step(self, configs: Configs, data: bytes) -> Configs:
+        """Every configuration `data` leads to from `configs` (empty: not allowed)."""
+        if len(configs) == 1:
+            return tuple(self.advance(*configs[0], data))
+        out = dict.fromkeys(c for stack, s in configs for c in self.advance(stack, s, data))
+        return tuple(out)
 
     def accepting(self, stack: Stack, s: int) -> bool:
         """The text so far is a complete parse (the pending lexeme, if any, ends as a terminal)."""
         if s == _START:
             return self.table.accepts_end(stack)
         ctx = self.ctx(stack)
-        w = ctx.winner[s]
-        if w < 0:
-            return False
-        new_stack = self.emit(stack, ctx, w)
-        return new_stack is not None and self.table.accepts_end(new_stack)
+        for w in ctx.ends[s]:
+            new_stack = self.emit(stack, ctx, w)
+            if new_stack is not None and self.table.accepts_end(new_stack):
+                return True
+        return False
 
     # ---- masks ---------------------------------------------------------------------------
 
@@ -205,16 +218,17 @@ class LarkGrammar:
         table = self._table(ctx, 0 if s == _START else s)
         got = np.zeros(self.layout.num_tokens, dtype=bool)
         got[table.stay_rows] = ctx.good_states(self.viable_bits(stack))[table.stay_state]
-        for w, d, rows in table.groups:
-            new_stack = self.emit(stack, ctx, w)
-            if new_stack is None:
-                continue  # Lark would lex this terminal here and the parser rejects it
-            if d == 0:
-                # The first byte ends the pending lexeme: the whole token is read from the next
-                # lexeme's start, i.e. exactly that state's (cached) mask.
-                got[rows] = self.allowed_sorted(new_stack, 0)[rows]
-            else:
-                got[rows] = self._resolve_rows(new_stack, rows, d)
+        for end, d, rows in table.groups:
+            for w in ctx.end_sets[end]:
+                new_stack = self.emit(stack, ctx, w)
+                if new_stack is None:
+                    continue  # the lexeme read as this terminal here: the parser rejects it
+                if d == 0:
+                    # The first byte ends the pending lexeme: the whole token is read from the next
+                    # lexeme's start, i.e. exactly that state's (cached) mask.
+                    got[rows] |= self.allowed_sorted(new_stack, 0)[rows]
+                else:
+                    got[rows] |= self._resolve_rows(new_stack, rows, d)
         if len(self._allowed) > _CACHE_LIMIT:
             self._allowed.clear()
         self._allowed[key] = got
@@ -224,7 +238,7 @@ class LarkGrammar:
         """Bool [M]: tokens `rows` [M] whose bytes from offset d start a fresh lexeme here."""
         if len(rows) <= _SMALL_GROUP:  # a few tokens: the exact per-byte step is cheaper
             tb, ids = self._token_bytes, self.layout.ids
-            return np.array([self.advance(stack, 0, tb[ids[r]][d:]) is not None for r in rows.tolist()], dtype=bool)
+            return np.array([bool(self.advance(stack, 0, tb[ids[r]][d:])) for r in rows.tolist()], dtype=bool)
         ctx = self.ctx(stack)
         if len(rows) <= _DIRECT_GROUP:
             death, state = self.layout.walk_rows(ctx.trans, rows, d, 0)
@@ -235,17 +249,17 @@ class LarkGrammar:
         stayed = death < 0
         out[stayed] = ctx.good_states(self.viable_bits(stack))[state[stayed]]
         ended = np.flatnonzero(~stayed)
-        w = ctx.winner_arr[state[ended]]
-        ok = w >= 0
-        ended, w = ended[ok], w[ok]
-        keys = w.astype(np.int64) * self._stride + death[ended]
+        end = ctx.end_arr[state[ended]]
+        ok = end >= 0
+        ended, end = ended[ok], end[ok]
+        keys = end.astype(np.int64) * self._stride + death[ended]
         for k in np.unique(keys).tolist():
-            w_k, d_k = divmod(k, self._stride)
-            new_stack = self.emit(stack, ctx, w_k)
-            if new_stack is None:
-                continue
+            end_k, d_k = divmod(k, self._stride)
             sel = ended[keys == k]
-            out[sel] = self._resolve_rows(new_stack, rows[sel], d_k)
+            for w in ctx.end_sets[end_k]:
+                new_stack = self.emit(stack, ctx, w)
+                if new_stack is not None:
+                    out[sel] |= self._resolve_rows(new_stack, rows[sel], d_k)
         return out
 
     def packed_mask(self, stack: Stack, s: int) -> torch.Tensor:
@@ -264,56 +278,76 @@ class LarkGrammar:
             self._packed[key] = got
         return got
 
+    def configs_mask(self, configs: Configs) -> torch.Tensor:
+        """The packed mask of a set of configurations: the OR of each one's."""
+        got = self.packed_mask(*configs[0])
+        for stack, s in configs[1:]:
+            got = got | self.packed_mask(stack, s)
+        return got
+
+    def configs_accepting(self, configs: Configs) -> bool:
+        return any(self.accepting(stack, s) for stack, s in configs)
+
     # ---- forced bytes --------------------------------------------------------------------
 
-    def forced(self, stack: Stack, s: int, max_bytes: int) -> bytes:
+    def forced(self, configs: Configs, max_bytes: int) -> bytes:
         """Bytes every continuation must start with, reading ignored terminals (whitespace) as
         absent, i.e. the compact canonical text; stops where EOS or a choice is possible."""
-        key = (stack, s, max_bytes)
+        key = (configs, max_bytes)
         got = self._forced.get(key)
         if got is not None:
             return got
         out = bytearray()
-        while len(out) < max_bytes and not self.accepting(stack, s):
-            nxt = self._single_next_byte(stack, s)
+        while len(out) < max_bytes and configs and not self.configs_accepting(configs):
+            nxt = self._single_next_byte(configs)
             if nxt is None:
                 break
             out.append(nxt[0])
-            stack, s = nxt[1], nxt[2]
+            configs = nxt[1]
         got = trim_partial_utf8(bytes(out))
+        if len(self._forced) > _CACHE_LIMIT:
+            self._forced.clear()
         self._forced[key] = got
         return got
 
-    def _single_next_byte(self, stack: Stack, s: int) -> tuple[int, Stack, int] | None:
-        ctx = self.ctx(stack)
-        cand = set()
-        state = 0 if s == _START else s
-        row = ctx.row(state)
-        cand.update(b for b, t in enumerate(row) if t >= 0)
-        w = ctx.winner[state] if s != _START else -1
-        if w >= 0:
-            new_stack = self.emit(stack, ctx, w)
-            if new_stack is not None:
-                cand.update(b for b, t in enumerate(self.ctx(new_stack).row(0)) if t >= 0)
-        found = None
-        for b in cand:
-            if row[b] < 0 and ctx.terms[w] in self.ignore:
-                continue  # b would close an ignored lexeme (whitespace): not the compact text
-            step = self.advance(stack, s, bytes([b]))
-            if step is None:
-                continue
-            c2 = self.ctx(step[0])
-            if not c2.alive_bits[step[1]] & self.viable_bits(step[0]) & ~c2.ignore_bits:
-                continue  # only whitespace-like (ignored) terminals continue: not forced
+    def _single_next_byte(self, configs: Configs) -> tuple[int, Configs] | None:
+        """The one byte the compact text can go on with from `configs`, and where it leads."""
+        found: tuple[int, dict] | None = None
+        for b, after in self._next_bytes(configs).items():
             if found is not None:
                 return None
-            found = (b, step[0], step[1])
-        return found
+            found = (b, after)
+        return None if found is None else (found[0], tuple(found[1]))
+
+    def _next_bytes(self, configs: Configs) -> dict[int, dict]:
+        """Byte -> the configurations (as dict keys, in order) it leads to, over the compact
+        text's next bytes from `configs` (not closing or continuing only ignored lexemes)."""
+        out: dict[int, dict] = {}
+        for stack, s in configs:
+            ctx = self.ctx(stack)
+            state = 0 if s == _START else s
+            row = ctx.row(state)
+            ends = ctx.ends[state] if s != _START else ()
+            cand = {b for b, t in enumerate(row) if t >= 0}
+            for w in ends:
+                new_stack = self.emit(stack, ctx, w)
+                if new_stack is not None:
+                    cand.update(b for b, t in enumerate(self.ctx(new_stack).row(0)) if t >= 0)
+            ends_ignored = bool(ends) and all(ctx.terms[w] in self.ignore for w in ends)
+            for b in sorted(cand):
+                if row[b] < 0 and ends_ignored:
+                    continue  # b would close an ignored lexeme (whitespace): not the compact text
+                for stack2, s2 in self.advance(stack, s, bytes([b])):
+                    c2 = self.ctx(stack2)
+                    if c2.alive_bits[s2] & self.viable_bits(stack2) & ~c2.ignore_bits:  # not only whitespace goes on
+                        out.setdefault(b, {})[(stack2, s2)] = None
+        return out
 
 
 class _Table:
     """One (lexer context, state)'s token walk, grouped once: tokens staying inside the lexeme
-    (with their end state) and, per (emitted terminal, byte offset), the tokens ending it there."""
+    (with their end state) and, per (the terminals it may end as: an index into ctx.end_sets,
+    byte offset), the tokens ending it there."""
 
     __slots__ = ("stay_rows", "stay_state", "groups")
 
@@ -323,10 +357,10 @@ class _Table:
         stayed = death < 0
         t.stay_rows, t.stay_state = rows[stayed], state[stayed]
         ended = np.flatnonzero(~stayed)
-        w = ctx.winner_arr[state[ended]]
-        ok = w >= 0  # ending where no terminal matches: never allowed
-        ended, w = ended[ok], w[ok]
-        keys = w.astype(np.int64) * stride + death[ended]
+        end = ctx.end_arr[state[ended]]
+        ok = end >= 0  # ending where no terminal matches: never allowed
+        ended, end = ended[ok], end[ok]
+        keys = end.astype(np.int64) * stride + death[ended]
         order = np.argsort(keys, kind="stable")
         keys, ended = keys[order], ended[order]
         uniq, starts = np.unique(keys, return_index=True)
@@ -343,40 +377,42 @@ class LarkMatcher:
 
     def __init__(self, grammar: LarkGrammar, node=None) -> None:
         self._g = grammar
-        # node = ((stack, lexer_state, terminated), parent_node, depth)
-        self._node = node if node is not None else ((*grammar.initial_state, False), None, 0)
+        # node = ((configs, terminated), parent_node, depth)
+        self._node = node if node is not None else ((grammar.initial_state, False), None, 0)
 
     @property
     def vocab_size(self) -> int:
         return self._g.vocab_size
 
-    def _state(self) -> tuple[Stack, int, bool]:
+    def _state(self) -> tuple[Configs, bool]:
         return self._node[0]
 
     def fill_bitmask(self, bitmask: torch.Tensor, row: int = 0) -> None:
-        stack, s, done = self._state()
+        configs, done = self._state()
         if done:
             bitmask[row].zero_()
         else:
-            bitmask[row].copy_(self._g.packed_mask(stack, s))
+            bitmask[row].copy_(self._g.configs_mask(configs))
 
-    def _step(self, state: tuple[Stack, int, bool], token_id: int) -> tuple[Stack, int, bool] | None:
-        stack, s, done = state
+    def _step(self, state: tuple[Configs, bool], token_id: int) -> tuple[Configs, bool] | None:
+        configs, done = state
         if done:
             return None
         if token_id == self._g.eos_token_id:
-            return (stack, s, True) if self._g.accepting(stack, s) else None
+            return (configs, True) if self._g.configs_accepting(configs) else None
         tb = self._g._token_bytes
         if not 0 <= token_id < len(tb) or not tb[token_id]:
             return None
-        nxt = self._g.advance(stack, s, tb[token_id])
-        return None if nxt is None else (nxt[0], nxt[1], False)
+        nxt = self._g.step(configs, tb[token_id])
+        if len(nxt) > _MAX_CONFIGS:
+            raise GrammarError(f"the grammar is ambiguous beyond {_MAX_CONFIGS} parses followed at once here")
+        return (nxt, False) if nxt else None
 
     def accept_token(self, token_id: int) -> None:
         state = self._state()
         nxt = self._step(state, int(token_id))
         if nxt is None:
-            why = "the matcher is terminated" if state[2] else "not allowed by the grammar here"
+            why = "the matcher is terminated" if state[1] else "not allowed by the grammar here"
             raise GrammarError(f"token {token_id} rejected: {why}")
         self._node = (nxt, self._node, self._node[2] + 1)
 
@@ -397,18 +433,18 @@ class LarkMatcher:
         self._node = node
 
     def is_accepting(self) -> bool:
-        stack, s, done = self._state()
-        return not done and self._g.accepting(stack, s)
+        configs, done = self._state()
+        return not done and self._g.configs_accepting(configs)
 
     def is_terminated(self) -> bool:
-        stack, s, done = self._state()
+        configs, done = self._state()
         if done:
             return True
-        return not self._g.accepting(stack, s) and not self._g.allowed_sorted(stack, s).any()
+        return not self._g.configs_accepting(configs) and not any(self._g.allowed_sorted(stack, s).any() for stack, s in configs)
 
     def forced_bytes(self, max_bytes: int = 64) -> bytes:
-        stack, s, done = self._state()
-        return b"" if done else self._g.forced(stack, s, max_bytes)
+        configs, done = self._state()
+        return b"" if done else self._g.forced(configs, max_bytes)
 
     def fork(self) -> "LarkMatcher":
         return LarkMatcher(self._g, self._node)

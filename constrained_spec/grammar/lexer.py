@@ -7,7 +7,8 @@ Lexing rule (what Lark's basic/contextual lexers do, in automaton form):
 - when it ends, the terminal emitted is the first *accepting* one in Lark's order
   (priority, longest possible width, pattern length, name), then Lark's "unless" rule retypes a
   regex match that equals a string terminal (so `select` read by NAME becomes the keyword SELECT,
-  but `selectx` stays a NAME).
+  but `selectx` stays a NAME). With `every_match` (JSON schemas' grammars) the lexeme is read as
+  each accepting terminal instead, and the engine follows every parse (lark_engine.py).
 Known difference from Lark (documented in the README section): Lark tries terminals in order and
 takes the first that matches *any* prefix, while we take the longest lexeme; the two agree unless a
 higher-ordered terminal matches a strictly shorter prefix than a lower one (rare: only explicit
@@ -75,10 +76,15 @@ class LexerContext:
     State 0 is the empty lexeme. `trans[s, b]` is the next state, `dead` (= num_states) when no
     terminal continues; column 256 is padding (keeps the state), so token walks can be
     vectorized over a padded byte matrix. `alive_bits[s]`: bit i set when terms[i] can still
-    complete; `winner[s]`: index of the terminal emitted if the lexeme ends in s, -1 if none.
+    complete; `winner[s]`: index of the terminal Lark emits if the lexeme ends in s, -1 if none.
+    `ends[s]`: the terminals the lexeme is read as if it ends in s: (winner,) by Lark's rule, or
+    with `every_match` each accepting terminal (a set of parses: a JSON schema's grammar means
+    the union of its branches, and two branches' terminals may match one lexeme); `end_arr[s]`:
+    its index in `end_sets`, -1 if none (dead included).
     """
 
-    def __init__(self, terms: list[Terminal], ignore: frozenset[str] = frozenset(), max_states: int = 50000) -> None:
+    def __init__(self, terms: list[Terminal], ignore: frozenset[str] = frozenset(), max_states: int = 50000,
+                 every_match: bool = False) -> None:
         terms = sorted(terms, key=lambda t: t.sort_key[1])
         self.terms: tuple[str, ...] = tuple(t.name for t in terms)
         self.index = {name: i for i, name in enumerate(self.terms)}
@@ -179,7 +185,13 @@ class LexerContext:
             self.alive_bits.append(alive)
             self.accept_bits.append(acc)
             self.winner.append(_winner(acc, embedded, unless, len(dfas)))
-        self.winner_arr = np.array(self.winner + [-1], dtype=np.int32)  # [S + 1]
+        set_ids: dict[tuple[int, ...], int] = {}
+        self.ends: list[tuple[int, ...]] = []
+        for acc, w in zip(self.accept_bits, self.winner):
+            self.ends.append(tuple(i for i in range(len(dfas)) if acc >> i & 1) if every_match else (w,) if w >= 0 else ())
+        end_ids = [set_ids.setdefault(e, len(set_ids)) if e else -1 for e in self.ends]
+        self.end_sets: list[tuple[int, ...]] = list(set_ids)
+        self.end_arr = np.array(end_ids + [-1], dtype=np.int32)  # [S + 1]
         self._good_cache: dict[int, np.ndarray] = {}
 
     def row(self, state: int) -> list[int]:

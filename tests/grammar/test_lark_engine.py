@@ -254,3 +254,85 @@ def test_random_walks_parse_with_lark(grammar, parser) -> None:
             finished += 1
             assert lark_accepts(parser, _text(path)), _text(path)
     assert finished >= 30
+
+
+# every_match (JSON schemas' grammars): a lexeme two terminals match is read as each, not as Lark's
+# first. Quoted terminals end at their quote, so longest-match lexing loses no parse here and the
+# language is the grammar's own: Earley with a lexer trying every match is the oracle.
+OVERLAP_GRAMMAR = r"""
+start: "[" [item ("," item)*] "]"
+item: DIGITS ":" "1" | WORD ":" "2" | "{" AB "}" | "{" LETTERS ":" "}"
+DIGITS: /"[0-9]{1,2}"/
+WORD: /"[a-z0-9]*"/
+AB: "\"ab\""
+LETTERS: /"[ab]+"/
+"""
+OVERLAP_TOKENS = ["<eos>", "[", "]", ",", '"', "1", "2", "3", "12", "123", "a", "b", "ab", ":", '":', '"1', "{", "}", ":1", ":2"]
+
+
+def test_every_match_reads_a_lexeme_as_each_terminal() -> None:
+    vocab = Vocabulary.from_tokens(OVERLAP_TOKENS, eos_token_id=EOS)
+    grammar = compile_lark(OVERLAP_GRAMMAR, vocab, every_match=True)
+    first = compile_lark(OVERLAP_GRAMMAR, vocab)
+    oracle = lark.Lark(OVERLAP_GRAMMAR, parser="earley", lexer="dynamic_complete")
+    texts = ['["12":1]', '["12":2]', '["1":2,"ab":2]', '[{"ab"}]', '[{"ab":}]', '[{"ba":}]', '["123":2]', '["123":1]',
+             '[{"ab"]', '["":2,"1":1]', '[{"a":},{"ab"}]', '["ab":1]']
+    for text in texts:
+        assert _accepts(grammar, text) == lark_accepts(oracle, text), text
+    # Lark's rule keeps one terminal: "12" is DIGITS (or WORD), so one of these two is lost
+    assert not (_accepts(first, '["12":1]') and _accepts(first, '["12":2]'))
+    # masks, on random walks: every token the oracle completes within two more pieces is allowed,
+    # and every allowed token leads to a text the oracle parses (no dead end, nothing invalid)
+    rng = random.Random(7)
+    pieces = OVERLAP_TOKENS[1:]
+    for _ in range(12):
+        m, text = grammar.matcher(), ""
+        for _ in range(rng.randint(0, 6)):
+            ids = [i for i in allowed_ids(m) if i != EOS]
+            if not ids:
+                break
+            tok = rng.choice(ids)
+            m.accept_token(tok)
+            text += OVERLAP_TOKENS[tok]
+        allowed = set(allowed_ids(m))
+        assert (EOS in allowed) == lark_accepts(oracle, text), text
+        assert {i for i, tok in enumerate(OVERLAP_TOKENS) if i != EOS and _completes(oracle, text + tok, pieces, 1)} <= allowed, text
+        for tok in allowed - {EOS}:
+            child = m.fork()
+            child.accept_token(tok)
+            completion = _completion(child, 8)
+            assert completion is not None and lark_accepts(oracle, text + OVERLAP_TOKENS[tok] + completion), (text, OVERLAP_TOKENS[tok])
+
+
+def _accepts(grammar, text: str) -> bool:
+    """Whether `text`, written greedily in OVERLAP_TOKENS' longest pieces, is a complete parse."""
+    m, rest = grammar.matcher(), text
+    while rest:
+        tok = max((i for i, t in enumerate(OVERLAP_TOKENS) if i != EOS and rest.startswith(t)), key=lambda i: len(OVERLAP_TOKENS[i]))
+        if m.validate_tokens([tok]) == 0:
+            return False
+        m.accept_token(tok)
+        rest = rest[len(OVERLAP_TOKENS[tok]):]
+    return m.is_accepting()
+
+
+def _completes(oracle, text: str, pieces: list[str], depth: int) -> bool:
+    if lark_accepts(oracle, text):
+        return True
+    return depth > 0 and any(_completes(oracle, text + p, pieces, depth - 1) for p in pieces)
+
+
+def _completion(matcher, depth: int) -> str | None:
+    """A text completing `matcher`'s, found through its masks (closing pieces first)."""
+    if matcher.is_accepting():
+        return ""
+    closing = ["\"", ":1", "}", "]", "a"]
+    for tok in sorted(allowed_ids(matcher), key=lambda i: closing.index(OVERLAP_TOKENS[i]) if OVERLAP_TOKENS[i] in closing else 9):
+        if depth == 0 or tok == EOS:
+            continue
+        child = matcher.fork()
+        child.accept_token(tok)
+        rest = _completion(child, depth - 1)
+        if rest is not None:
+            return OVERLAP_TOKENS[tok] + rest
+    return None

@@ -84,7 +84,7 @@ B11 = ("B11: Lark path, whole writing too (B7's cause where no part is split): t
        "string terminals that overlap (`^\\d+$` up to 8 characters, and any string): the lexer keeps one, the other branch "
        "is lost ({\"name\":\"123\",\"kind\":\"text\"} refused; the native backend writes this schema on the Lark path; "
        "found by the tagged-union family)")
-OPEN_BUGS: set[str] = {B7, B11}
+OPEN_BUGS: set[str] = set()
 CLOSED_OBJECTS_BUG = None
 KNOWN_BUGS: dict[tuple[str, str], str] = {}
 
@@ -390,16 +390,6 @@ def _checked_draws(harness, schema, engines: dict, data, seen: Counter, draws: i
     return oracle, rng, values, problems
 
 
-def _without_b7(problems: list[str], seen: Counter) -> list[str]:
-    """`problems` less the Lark engine's refusals of valid instances in union families, B7's
-    (the split writing) and B11's (the whole writing too): open bugs, reproduced above, counted
-    in `seen`; the Lark engine's soundness and its masks' agreement with validate_tokens are
-    still checked, and every other engine's completeness."""
-    known = [p for p in problems if p.startswith(("[lark-split", "[lark,")) and " refused after " in p]
-    seen["B7/B11 (Lark refusals)"] += len(known)
-    return [p for p in problems if p not in known]
-
-
 def test_generated_schemas(harness):
     examples = 400 if FULL else 120
     seen: Counter = Counter()
@@ -436,7 +426,7 @@ def test_negated_object_schemas(harness):
         if not engines:
             return
         seen["compiled"] += 1
-        problems = _without_b7(_checked_draws(harness, schema, engines, data, seen, 3, 3)[3], seen)
+        problems = _checked_draws(harness, schema, engines, data, seen, 3, 3)[3]
         assert not problems, _report(schema, problems)
 
     run()
@@ -551,7 +541,6 @@ def _check_tagged_unions(harness, schemas, examples: int) -> Counter:
             node = schema["properties"]["v"] if "v" in schema.get("properties", {}) else schema
             seen["instances of branches merged with their node's keys"] += len(instances) if "properties" in node else 0
             problems += _check_tagged_orders(harness, engines["default"], engines, oracle, rng, instances, seen)
-        problems = _without_b7(problems, seen)
         assert not problems, _report(schema, problems)
 
     run()

@@ -39,6 +39,7 @@ BACKENDS = ("default", "native", "llguidance")
 log = logging.getLogger(__name__)
 schema_log = logging.getLogger("constrained_spec.grammar.json_schema")  # where our compiler lists ignored keywords
 _CACHE_SIZE = 128
+_CACHE_BYTES = 2 << 30  # and the regex path's grammars in it (approx_bytes: 8 bytes a move) at most this, the newest kept
 _cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
 _lock = threading.Lock()
 _building: dict[tuple, threading.Lock] = {}
@@ -62,10 +63,18 @@ def _cached(key: tuple, build: Callable[[], CompiledGrammar]) -> CompiledGrammar
         compiled = build()
         with _lock:
             _cache[key] = compiled
-            while len(_cache) > _CACHE_SIZE:
-                _cache.popitem(last=False)
+            weight = sum(_weight(c) for c in _cache.values())
+            while len(_cache) > _CACHE_SIZE or (weight > _CACHE_BYTES and len(_cache) > 1):
+                weight -= _weight(_cache.popitem(last=False)[1])
             _building.pop(key, None)
     return compiled
+
+
+def _weight(compiled: CompiledGrammar) -> int:
+    """Bytes a cached grammar holds, where it says (the regex path's moves; under its wrappers)."""
+    while hasattr(compiled, "inner"):
+        compiled = compiled.inner
+    return getattr(compiled, "approx_bytes", 0)
 
 
 def check_backend(backend: object) -> None:

@@ -12,6 +12,7 @@ import jsonschema
 import pytest
 
 from constrained_spec.grammar import GrammarError, Vocabulary, compile_json_schema
+from constrained_spec.grammar.compiler import clear_cache
 from constrained_spec.grammar.llguidance_backend import LLGuidanceGrammar
 from constrained_spec.grammar.llguidance_schema import llguidance_schema
 from constrained_spec.grammar.regex_backend import CompiledRegex
@@ -748,6 +749,7 @@ def test_a_rewrite_nested_past_the_stack_leaves_the_schema_to_our_compiler(monke
         raise RecursionError("maximum recursion depth exceeded")
 
     monkeypatch.setattr(rewrite_module, "llguidance_schema", too_deep)
+    clear_cache()  # another test of this worker may have compiled the schema on llguidance
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
     compiled = compile_json_schema(schema, BYTES)
     assert not isinstance(engine_of(compiled), LLGuidanceGrammar)

@@ -34,7 +34,8 @@ __all__ = ["compile_lark", "LarkGrammar", "LarkMatcher"]
 
 Configs = tuple[tuple[Stack, int], ...]  # the configurations a request may be in (one, but for every_match)
 _START = -1  # lexer state of the empty lexeme at the very start (state 0, nothing read yet)
-_CACHE_LIMIT = 200_000
+_CACHE_LIMIT = 200_000  # entries of the small caches (forced bytes)
+_CACHE_BYTES = 256 << 20  # each mask cache of a grammar is cleared past this (a 49k vocabulary: ~5,000 bool rows)
 _MAX_CONFIGS = 256  # parses followed at once (every_match): past it the grammar is refused at run time, loudly
 _SMALL_GROUP = 48  # below this many tokens, resolve token by token instead of vectorized
 _DIRECT_GROUP = 2048  # up to this many, walk the group's own bytes; above, a cached walk of all
@@ -155,11 +156,13 @@ class LarkGrammar:
             for i in range(i, len(data)):
                 b = data[i]
                 nxt = ctx.row(s)[b]
-                if nxt < 0:  # b ends the lexeme: emit it as each terminal it may be, b starts the next one
-                    for w in ctx.ends[s]:
-                        new_stack = self.emit(stack, ctx, w)
-                        if new_stack is not None and (t := self.ctx(new_stack).row(0)[b]) >= 0:
-                            todo.append((new_stack, t, i + 1))
+                # b ends the lexeme (or may, every_match, where a terminal accepts and another goes
+                # on): emit it as each terminal it may be, b starts the next one
+                for w in ctx.ends[s] if nxt < 0 else ctx.early[s]:
+                    new_stack = self.emit(stack, ctx, w)
+                    if new_stack is not None and (t := self.ctx(new_stack).row(0)[b]) >= 0:
+                        todo.append((new_stack, t, i + 1))
+                if nxt < 0:
                     break
                 s = nxt
             else:
@@ -192,8 +195,17 @@ class LarkGrammar:
         key = (id(ctx), s)
         got = self._tables.get(key)
         if got is None:
-            death, state = self.layout.walk_all(ctx.trans, s)
-            got = _Table.build(ctx, np.arange(self.layout.num_tokens), death, state, self._stride)
+            rows = np.arange(self.layout.num_tokens)
+            if ctx.has_early:
+                death, state, stops = self.layout.walk_rows_early(ctx.trans, rows, 0, s, ctx.early_states)
+            else:
+                (death, state), stops = self.layout.walk_all(ctx.trans, s), []
+            got = _Table.build(ctx, rows, death, state, self._stride, stops)
+            # mid-lexeme tables (token rows, int64 [N] each) are dropped past the budget; the
+            # lexeme-start ones, one per context, are the grammar's own size and stay
+            mid = len(self._tables) - len(self.contexts)
+            if s != 0 and mid * self.layout.num_tokens * 8 > _CACHE_BYTES:
+                self._tables = {k: t for k, t in self._tables.items() if k[1] == 0}
             self._tables[key] = got
         return got
 
@@ -229,7 +241,12 @@ class LarkGrammar:
                     got[rows] |= self.allowed_sorted(new_stack, 0)[rows]
                 else:
                     got[rows] |= self._resolve_rows(new_stack, rows, d)
-        if len(self._allowed) > _CACHE_LIMIT:
+        for end, d, rows in table.early_groups:  # the lexeme may also end before byte d (every_match)
+            for w in ctx.end_sets[end]:
+                new_stack = self.emit(stack, ctx, w)
+                if new_stack is not None:
+                    got[rows] |= self.allowed_sorted(new_stack, 0)[rows] if d == 0 else self._resolve_rows(new_stack, rows, d)
+        if len(self._allowed) * self.layout.num_tokens > _CACHE_BYTES:
             self._allowed.clear()
         self._allowed[key] = got
         return got
@@ -240,7 +257,10 @@ class LarkGrammar:
             tb, ids = self._token_bytes, self.layout.ids
             return np.array([bool(self.advance(stack, 0, tb[ids[r]][d:])) for r in rows.tolist()], dtype=bool)
         ctx = self.ctx(stack)
-        if len(rows) <= _DIRECT_GROUP:
+        stops: list = []
+        if ctx.has_early:
+            death, state, stops = self.layout.walk_rows_early(ctx.trans, rows, d, 0, ctx.early_states)
+        elif len(rows) <= _DIRECT_GROUP:
             death, state = self.layout.walk_rows(ctx.trans, rows, d, 0)
         else:  # large groups recur with every new stack: walk all tokens once per (ctx, d)
             s_death, s_state = self._suffix(ctx, d)
@@ -260,6 +280,14 @@ class LarkGrammar:
                 new_stack = self.emit(stack, ctx, w)
                 if new_stack is not None:
                     out[sel] |= self._resolve_rows(new_stack, rows[sel], d_k)
+        for p, at, states in stops:  # the lexeme may also end before byte p (every_match)
+            ends = ctx.early_arr[states]
+            for end_k in np.unique(ends).tolist():
+                sel = at[ends == end_k]
+                for w in ctx.end_sets[end_k]:
+                    new_stack = self.emit(stack, ctx, w)
+                    if new_stack is not None:
+                        out[sel] |= self._resolve_rows(new_stack, rows[sel], p)
         return out
 
     def packed_mask(self, stack: Stack, s: int) -> torch.Tensor:
@@ -273,7 +301,7 @@ class LarkGrammar:
                 allowed[self.eos_token_id] = True
             words = np.packbits(allowed, bitorder="little").view("<u4").view(np.int32)
             got = torch.from_numpy(words.copy())
-            if len(self._packed) > _CACHE_LIMIT:
+            if len(self._packed) * 4 * len(words) > _CACHE_BYTES:
                 self._packed.clear()
             self._packed[key] = got
         return got
@@ -349,10 +377,11 @@ class _Table:
     (with their end state) and, per (the terminals it may end as: an index into ctx.end_sets,
     byte offset), the tokens ending it there."""
 
-    __slots__ = ("stay_rows", "stay_state", "groups")
+    __slots__ = ("stay_rows", "stay_state", "groups", "early_groups")
 
     @staticmethod
-    def build(ctx: LexerContext, rows: np.ndarray, death: np.ndarray, state: np.ndarray, stride: int) -> "_Table":
+    def build(ctx: LexerContext, rows: np.ndarray, death: np.ndarray, state: np.ndarray, stride: int,
+              stops: list[tuple[int, np.ndarray, np.ndarray]]) -> "_Table":
         t = _Table()
         stayed = death < 0
         t.stay_rows, t.stay_state = rows[stayed], state[stayed]
@@ -368,6 +397,10 @@ class _Table:
         t.groups = [
             (int(k // stride), int(k % stride), rows[ended[a:b]]) for k, a, b in zip(uniq.tolist(), starts.tolist(), bounds)
         ]
+        t.early_groups = []  # (end set, byte offset, rows): the lexeme may also end there (walk_rows_early's stops)
+        for p, at, states in stops:
+            ends = ctx.early_arr[states]
+            t.early_groups += [(end, p, rows[at[ends == end]]) for end in np.unique(ends).tolist()]
         return t
 
 

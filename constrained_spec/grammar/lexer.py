@@ -8,7 +8,8 @@ Lexing rule (what Lark's basic/contextual lexers do, in automaton form):
   (priority, longest possible width, pattern length, name), then Lark's "unless" rule retypes a
   regex match that equals a string terminal (so `select` read by NAME becomes the keyword SELECT,
   but `selectx` stays a NAME). With `every_match` (JSON schemas' grammars) the lexeme is read as
-  each accepting terminal instead, and the engine follows every parse (lark_engine.py).
+  each accepting terminal instead, and may also end where one accepts while another goes on
+  (`early`); the engine follows every parse (lark_engine.py).
 Known difference from Lark (documented in the README section): Lark tries terminals in order and
 takes the first that matches *any* prefix, while we take the longest lexeme; the two agree unless a
 higher-ordered terminal matches a strictly shorter prefix than a lower one (rare: only explicit
@@ -80,7 +81,9 @@ class LexerContext:
     `ends[s]`: the terminals the lexeme is read as if it ends in s: (winner,) by Lark's rule, or
     with `every_match` each accepting terminal (a set of parses: a JSON schema's grammar means
     the union of its branches, and two branches' terminals may match one lexeme); `end_arr[s]`:
-    its index in `end_sets`, -1 if none (dead included).
+    its index in `end_sets`, -1 if none (dead included). `early[s]` (every_match): the same
+    terminals where the lexeme may also end before a byte that continues it (another terminal
+    goes on), else ().
     """
 
     def __init__(self, terms: list[Terminal], ignore: frozenset[str] = frozenset(), max_states: int = 50000,
@@ -192,6 +195,15 @@ class LexerContext:
         end_ids = [set_ids.setdefault(e, len(set_ids)) if e else -1 for e in self.ends]
         self.end_sets: list[tuple[int, ...]] = list(set_ids)
         self.end_arr = np.array(end_ids + [-1], dtype=np.int32)  # [S + 1]
+        # every_match: where a terminal accepts while another, not accepting, goes on (a key
+        # alone beside that key written with what follows), the lexeme may also end there:
+        # longest match alone would lose the shorter one's parse. `early_arr[s]`: its end set, -1 if none
+        early = [e if every_match and e >= 0 and alive & ~acc else -1
+                 for e, alive, acc in zip(end_ids, self.alive_bits, self.accept_bits)]
+        self.early_arr = np.array(early + [-1], dtype=np.int32)  # [S + 1]
+        self.early: list[tuple[int, ...]] = [self.end_sets[e] if e >= 0 else () for e in early]
+        self.early_states = self.early_arr >= 0  # bool [S + 1]
+        self.has_early = bool(self.early_states.any())
         self._good_cache: dict[int, np.ndarray] = {}
 
     def row(self, state: int) -> list[int]:

@@ -66,3 +66,30 @@ class TokenLayout:
             p += 1
             live = live[~died & (lengths[live] > p)]
         return death, state
+
+    def walk_rows_early(
+        self, trans: np.ndarray, rows: np.ndarray, offset: int, start: int, early: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, list[tuple[int, np.ndarray, np.ndarray]]]:
+        """walk_rows, also reporting where a token passes an `early` state (bool [S + 1]: the
+        lexeme may end there) with a byte that goes on: (position p, indices into rows [K],
+        states before byte p [K]) per position."""
+        dead = trans.shape[0] - 1
+        death = np.full(len(rows), -1, dtype=np.int32)
+        state = np.full(len(rows), start, dtype=np.int32)
+        live = np.flatnonzero(self.lengths[rows] > offset)
+        lengths = self.lengths[rows]
+        stops: list[tuple[int, np.ndarray, np.ndarray]] = []
+        p = offset
+        while len(live):
+            st = state[live]
+            nxt = trans[st, self.bytes[rows[live], p]]
+            died = nxt == dead
+            stop = early[st] & ~died
+            if stop.any():
+                stops.append((p, live[stop], st[stop]))
+            death[live[died]] = p
+            state[live[~died]] = nxt[~died]
+            p += 1
+            live = live[~died & (lengths[live] > p)]
+        return death, state, stops
+

@@ -257,37 +257,52 @@ def test_random_walks_parse_with_lark(grammar, parser) -> None:
 
 
 # every_match (JSON schemas' grammars): a lexeme two terminals match is read as each, not as Lark's
-# first. Quoted terminals end at their quote, so longest-match lexing loses no parse here and the
-# language is the grammar's own: Earley with a lexer trying every match is the oracle.
+# first, and where a terminal accepts while a longer one goes on (K = `"k"` beside KC = `"k":`),
+# the lexeme may end there too. Quoted terminals end at their quote, so no other parse is lost and
+# the language is the grammar's own: Earley with a lexer trying every match is the oracle.
 OVERLAP_GRAMMAR = r"""
 start: "[" [item ("," item)*] "]"
-item: DIGITS ":" "1" | WORD ":" "2" | "{" AB "}" | "{" LETTERS ":" "}"
+item: DIGITS ":" "1" | WORD ":" "2" | "{" AB "}" | "{" LETTERS ":" "}" | "{" K ":" "1" "}" | "{" KC "2" "}"
 DIGITS: /"[0-9]{1,2}"/
 WORD: /"[a-z0-9]*"/
 AB: "\"ab\""
 LETTERS: /"[ab]+"/
+K: "\"k\""
+KC: "\"k\":"
 """
-OVERLAP_TOKENS = ["<eos>", "[", "]", ",", '"', "1", "2", "3", "12", "123", "a", "b", "ab", ":", '":', '"1', "{", "}", ":1", ":2"]
+OVERLAP_TOKENS = ["<eos>", "[", "]", ",", '"', "1", "2", "3", "12", "123", "a", "b", "ab", ":", '":', '"1', "{", "}", ":1", ":2", "k", '"k":', 'k":1', "}]"]
 
 
-def test_every_match_reads_a_lexeme_as_each_terminal() -> None:
+@pytest.mark.parametrize("vectorized", [False, True])
+def test_every_match_reads_a_lexeme_as_each_terminal(vectorized, monkeypatch) -> None:
+    """vectorized: every group of tokens resolved by the numpy walks (walk_rows_early), as with a
+    real vocabulary, not token by token through `advance` (the toy vocabulary's groups are small)."""
+    import constrained_spec.grammar.lark_engine as engine
+
+    monkeypatch.setattr(engine, "_SMALL_GROUP", 0 if vectorized else engine._SMALL_GROUP)
     vocab = Vocabulary.from_tokens(OVERLAP_TOKENS, eos_token_id=EOS)
     grammar = compile_lark(OVERLAP_GRAMMAR, vocab, every_match=True)
     first = compile_lark(OVERLAP_GRAMMAR, vocab)
     oracle = lark.Lark(OVERLAP_GRAMMAR, parser="earley", lexer="dynamic_complete")
     texts = ['["12":1]', '["12":2]', '["1":2,"ab":2]', '[{"ab"}]', '[{"ab":}]', '[{"ba":}]', '["123":2]', '["123":1]',
-             '[{"ab"]', '["":2,"1":1]', '[{"a":},{"ab"}]', '["ab":1]']
+             '[{"ab"]', '["":2,"1":1]', '[{"a":},{"ab"}]', '["ab":1]', '[{"k":1}]', '[{"k":2}]', '[{"k":3}]', '[{"k"}]']
     for text in texts:
         assert _accepts(grammar, text) == lark_accepts(oracle, text), text
-    # Lark's rule keeps one terminal: "12" is DIGITS (or WORD), so one of these two is lost
+    # Lark's rule keeps one terminal: "12" is DIGITS (or WORD), so one of these two is lost; and
+    # the longest match: `"k":` is KC, so K's item is lost
     assert not (_accepts(first, '["12":1]') and _accepts(first, '["12":2]'))
+    assert _accepts(grammar, '[{"k":1}]') and not _accepts(first, '[{"k":1}]')
     # masks, on random walks: every token the oracle completes within two more pieces is allowed,
     # and every allowed token leads to a text the oracle parses (no dead end, nothing invalid)
     rng = random.Random(7)
     pieces = OVERLAP_TOKENS[1:]
-    for _ in range(12):
+    fixed = [["[", "{", '"'], ["[", "{"], ["[", '"1'], ["[", '"', "12"]]  # before `k":1` (K ended early), `"12` (two terminals)
+    for walk in range(len(fixed) + 12):
         m, text = grammar.matcher(), ""
-        for _ in range(rng.randint(0, 6)):
+        for piece in fixed[walk] if walk < len(fixed) else ():
+            m.accept_token(OVERLAP_TOKENS.index(piece))
+            text += piece
+        for _ in range(rng.randint(0, 6) if walk >= len(fixed) else 0):
             ids = [i for i in allowed_ids(m) if i != EOS]
             if not ids:
                 break
@@ -336,3 +351,22 @@ def _completion(matcher, depth: int) -> str | None:
         if rest is not None:
             return OVERLAP_TOKENS[tok] + rest
     return None
+
+
+def test_masks_are_the_same_with_caches_cleared_at_every_step(vocab, monkeypatch) -> None:
+    """A grammar's mask caches are cleared past _CACHE_BYTES (a long-lived server's grammar would
+    otherwise keep a 49k-token row per state it met); cleared at every insert, masks are unchanged."""
+    import constrained_spec.grammar.lark_engine as engine
+
+    kept = compile_lark(LIST_GRAMMAR, vocab)
+    monkeypatch.setattr(engine, "_CACHE_BYTES", 1)
+    cleared = compile_lark(LIST_GRAMMAR, vocab)
+    rng = random.Random(3)
+    for _ in range(20):
+        path = _random_walk(kept, rng, 8)
+        a, b = kept.matcher(), cleared.matcher()
+        for tok in path:
+            assert allowed_ids(a) == allowed_ids(b) and a.forced_bytes() == b.forced_bytes()
+            a.accept_token(tok)
+            b.accept_token(tok)
+    assert len(cleared._allowed) <= 1 and len(cleared._packed) <= 1

@@ -562,6 +562,13 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         except (GrammarError, RecursionError):
             return False
 
+    def no_value(node: dict) -> bool:
+        """Whether no value meets `node` by the compiler's type reading (unsure: False)."""
+        try:
+            return checks.kinds(node) == set()
+        except (GrammarError, RecursionError):  # a reference it cannot follow: llguidance decides
+            return False
+
     def merged_keys(node: dict) -> list[str] | None:
         """The keys declared for the object `node` describes, over every part merged into it
         (allOf, anyOf, oneOf, conditions, dependent schemas, the `$ref`s merged_ref inlines);
@@ -614,6 +621,11 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         if ignored is not None:
             for key in node.keys() - known:
                 ignored.setdefault(key, pointer(path, key))
+        if path and set(node) & {"anyOf", "oneOf", "allOf", "$ref"} and no_value(node):
+            # no value meets it (an object type beside a oneOf of string references: Atom's
+            # content `type`): llguidance refuses it, and a reference to `false`, as unsatisfiable;
+            # `false` in place it takes (the key cannot appear)
+            return False
         ref = node.get("$ref")
         if isinstance(ref, str) and set(node) & VALIDATION - {"$ref"} and (ref in inlining or cyclic(ref)):
             target = inlined(ref)

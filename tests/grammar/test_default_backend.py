@@ -740,6 +740,50 @@ _KINDS = {"allOf": [
 _KINDS_BY_ENUM = {"allOf": [{**m, "if": {"properties": {"kind": {"enum": [m["if"]["properties"]["kind"]["const"]]}}}} for m in _KINDS["allOf"]]}
 
 
+def test_a_subschema_no_value_meets_is_false_for_llguidance():
+    """Atom's content construct (JSONSchemaBench o10421, o10515): its `type` property references
+    an object type beside a oneOf of string references, which no value meets. llguidance refused
+    the whole schema as unsatisfiable (so did it a reference to `false`); the rewrite writes
+    `false` in place (the key cannot appear) and the schema stays on llguidance, exact."""
+    schema = {"type": "object", "properties": {"type": {"$ref": "#/definitions/kind"}, "src": {"type": "string"}},
+              "definitions": {"kind": {"type": "object", "additionalProperties": False,
+                                       "oneOf": [{"$ref": "#/definitions/text"}, {"$ref": "#/definitions/mime"}]},
+                              "text": {"enum": ["text", "html"]}, "mime": {"type": "string", "pattern": "^[a-z]+/.+$"}}}
+    rewritten = llguidance_schema(schema, closed_objects=False)
+    assert rewritten["definitions"]["kind"] is False
+    compiled = compile_json_schema(schema, BYTES)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    texts = ['{"src":"a"}', "{}", '{"type":"text"}', '{"type":{}}', '{"type":"image/png","src":"a"}', '{"src":"a","x":1}']
+    for text in texts:
+        assert _walk(compiled, schema, text) == _valid(schema, text), text
+    assert not any(_walk(compiled, schema, t) for t in texts[2:5]) and _walk(compiled, schema, texts[0])
+    with pytest.raises(GrammarError):  # at the root: refused by name, as before
+        compile_json_schema(schema["definitions"]["kind"] | {"definitions": schema["definitions"]}, BYTES)
+
+
+def test_a_reference_the_type_reading_cannot_follow_is_left_to_llguidance(monkeypatch):
+    """Where the compiler's type reading cannot follow a reference (it raised on 13 of
+    JSONSchemaBench's schemas, Washington Post's among them, and the whole compile failed),
+    nothing is written `false`: the schema compiles on llguidance as before."""
+    from constrained_spec.grammar.json_schema import _Translator
+
+    kinds = _Translator.kinds
+
+    def unsure(self, schema, depth=0):
+        if isinstance(schema, dict) and "$ref" in schema:
+            raise GrammarError(f"$ref {schema['$ref']!r} at /$ref does not resolve")
+        return kinds(self, schema, depth)
+
+    monkeypatch.setattr(_Translator, "kinds", unsure)
+    clear_cache()
+    schema = {"type": "object", "properties": {"a": {"$ref": "#/definitions/a"}}, "definitions": {"a": {"type": "integer"}}}
+    compiled = compile_json_schema(schema, BYTES)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    for text in ['{"a":1}', '{"a":"x"}', "{}"]:
+        assert _walk(compiled, schema, text) == _valid(schema, text), text
+    clear_cache()
+
+
 def test_a_rewrite_nested_past_the_stack_leaves_the_schema_to_our_compiler(monkeypatch):
     """Where the rewrite for llguidance recurses past Python's stack, compile() goes on with our
     compiler (its answer or its refusal by name), never a RecursionError to the caller."""

@@ -4,8 +4,9 @@ A configuration = (LALR stack, lexer state): the parser when the current lexeme 
 state of that lexeme in the context's product DFA (`lexer.py`). A token is allowed iff its bytes
 extend the text to a prefix Lark would lex and parse (see `lexer.py` for the lexing rule). With
 `every_match` (JSON schemas' grammars) a lexeme that several terminals match is read as each of
-them, so a request's state is a set of configurations (one parse per branch still possible; a
-union's branches whose terminals overlap, `"123"` as a digit string and as any string, both stay).
+them, and may also end where one accepts while another goes on, so a request's state is a set of
+configurations (one per parse still possible: a union's branches whose terminals overlap, `"123"`
+as a digit string and as any string, both stay) and the text is held to the grammar's language.
 
 Masks are built from precomputed per-(lexer context, DFA state) token tables (`token_tables.py`):
 one table lookup tells, for every token at once, whether it stays inside the current lexeme (then
@@ -51,8 +52,9 @@ def compile_lark(
     `lexer` is Lark's lexer option ("contextual", Lark's LALR default, or "basic"); masks follow
     what `lark.Lark(text, parser="lalr", lexer=lexer, start=start)` accepts. A bad grammar raises
     GrammarError with Lark's message. every_match: a lexeme several terminals match is read as
-    each of them, not as Lark's first (the grammar's language, for JSON schemas' grammars, whose
-    union branches may hold overlapping terminals); lexemes still end where no terminal goes on."""
+    each of them, not as Lark's first, and may also end where a terminal accepts while another
+    goes on (the grammar's language, for JSON schemas' grammars, whose union branches may hold
+    overlapping terminals or write one text at different grains)."""
     import lark  # local: keeps `import constrained_spec.grammar` light
 
     if lexer not in ("contextual", "basic"):

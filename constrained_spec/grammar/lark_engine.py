@@ -198,10 +198,7 @@ class LarkGrammar:
         got = self._tables.get(key)
         if got is None:
             rows = np.arange(self.layout.num_tokens)
-            if ctx.has_early:
-                death, state, stops = self.layout.walk_rows_early(ctx.trans, rows, 0, s, ctx.early_states)
-            else:
-                (death, state), stops = self.layout.walk_all(ctx.trans, s), []
+            death, state, stops = self.layout.walk_rows_early(ctx.trans, rows, 0, s, ctx.early_states if ctx.has_early else None)
             got = _Table.build(ctx, rows, death, state, self._stride, stops)
             # mid-lexeme tables (token rows, int64 [N] each) are dropped past the budget; the
             # lexeme-start ones, one per context, are the grammar's own size and stay
@@ -238,16 +235,11 @@ class LarkGrammar:
                 if new_stack is None:
                     continue  # the lexeme read as this terminal here: the parser rejects it
                 if d == 0:
-                    # The first byte ends the pending lexeme: the whole token is read from the next
+                    # The lexeme ends before the first byte: the whole token is read from the next
                     # lexeme's start, i.e. exactly that state's (cached) mask.
                     got[rows] |= self.allowed_sorted(new_stack, 0)[rows]
                 else:
                     got[rows] |= self._resolve_rows(new_stack, rows, d)
-        for end, d, rows in table.early_groups:  # the lexeme may also end before byte d (every_match)
-            for w in ctx.end_sets[end]:
-                new_stack = self.emit(stack, ctx, w)
-                if new_stack is not None:
-                    got[rows] |= self.allowed_sorted(new_stack, 0)[rows] if d == 0 else self._resolve_rows(new_stack, rows, d)
         if len(self._allowed) * self.layout.num_tokens > _CACHE_BYTES:
             self._allowed.clear()
         self._allowed[key] = got
@@ -270,26 +262,11 @@ class LarkGrammar:
         out = np.zeros(len(rows), dtype=bool)
         stayed = death < 0
         out[stayed] = ctx.good_states(self.viable_bits(stack))[state[stayed]]
-        ended = np.flatnonzero(~stayed)
-        end = ctx.end_arr[state[ended]]
-        ok = end >= 0
-        ended, end = ended[ok], end[ok]
-        keys = end.astype(np.int64) * self._stride + death[ended]
-        for k in np.unique(keys).tolist():
-            end_k, d_k = divmod(k, self._stride)
-            sel = ended[keys == k]
+        for end_k, d_k, sel in _end_groups(ctx, death, state, stops, self._stride):
             for w in ctx.end_sets[end_k]:
                 new_stack = self.emit(stack, ctx, w)
                 if new_stack is not None:
                     out[sel] |= self._resolve_rows(new_stack, rows[sel], d_k)
-        for p, at, states in stops:  # the lexeme may also end before byte p (every_match)
-            ends = ctx.early_arr[states]
-            for end_k in np.unique(ends).tolist():
-                sel = at[ends == end_k]
-                for w in ctx.end_sets[end_k]:
-                    new_stack = self.emit(stack, ctx, w)
-                    if new_stack is not None:
-                        out[sel] |= self._resolve_rows(new_stack, rows[sel], p)
         return out
 
     def packed_mask(self, stack: Stack, s: int) -> torch.Tensor:
@@ -377,9 +354,9 @@ class LarkGrammar:
 class _Table:
     """One (lexer context, state)'s token walk, grouped once: tokens staying inside the lexeme
     (with their end state) and, per (the terminals it may end as: an index into ctx.end_sets,
-    byte offset), the tokens ending it there."""
+    byte offset), the tokens ending it there (_end_groups)."""
 
-    __slots__ = ("stay_rows", "stay_state", "groups", "early_groups")
+    __slots__ = ("stay_rows", "stay_state", "groups")
 
     @staticmethod
     def build(ctx: LexerContext, rows: np.ndarray, death: np.ndarray, state: np.ndarray, stride: int,
@@ -387,23 +364,31 @@ class _Table:
         t = _Table()
         stayed = death < 0
         t.stay_rows, t.stay_state = rows[stayed], state[stayed]
-        ended = np.flatnonzero(~stayed)
-        end = ctx.end_arr[state[ended]]
-        ok = end >= 0  # ending where no terminal matches: never allowed
-        ended, end = ended[ok], end[ok]
-        keys = end.astype(np.int64) * stride + death[ended]
-        order = np.argsort(keys, kind="stable")
-        keys, ended = keys[order], ended[order]
-        uniq, starts = np.unique(keys, return_index=True)
-        bounds = list(starts[1:]) + [len(keys)]
-        t.groups = [
-            (int(k // stride), int(k % stride), rows[ended[a:b]]) for k, a, b in zip(uniq.tolist(), starts.tolist(), bounds)
-        ]
-        t.early_groups = []  # (end set, byte offset, rows): the lexeme may also end there (walk_rows_early's stops)
-        for p, at, states in stops:
-            ends = ctx.early_arr[states]
-            t.early_groups += [(end, p, rows[at[ends == end]]) for end in np.unique(ends).tolist()]
+        t.groups = [(end, d, rows[sel]) for end, d, sel in _end_groups(ctx, death, state, stops, stride)]
         return t
+
+
+def _end_groups(
+    ctx: LexerContext, death: np.ndarray, state: np.ndarray, stops: list[tuple[int, np.ndarray, np.ndarray]], stride: int
+) -> list[tuple[int, int, np.ndarray]]:
+    """A walk's tokens (death, state [M]: TokenLayout.walk_rows_early) grouped by where the
+    lexeme ends: (end set, byte offset, indices [K] into the walk's rows), for the tokens whose
+    byte there continues no terminal (death), then, every_match, for those passing an early
+    state (`stops`: the lexeme may also end before that byte)."""
+    ended = np.flatnonzero(death >= 0)
+    end = ctx.end_arr[state[ended]]
+    ok = end >= 0  # ending where no terminal matches: never allowed
+    ended, end = ended[ok], end[ok]
+    keys = end.astype(np.int64) * stride + death[ended]
+    order = np.argsort(keys, kind="stable")
+    keys, ended = keys[order], ended[order]
+    uniq, starts = np.unique(keys, return_index=True)
+    bounds = list(starts[1:]) + [len(keys)]
+    groups = [(int(k // stride), int(k % stride), ended[a:b]) for k, a, b in zip(uniq.tolist(), starts.tolist(), bounds)]
+    for p, at, states in stops:
+        ends = ctx.early_arr[states]
+        groups += [(e, p, at[ends == e]) for e in np.unique(ends).tolist()]
+    return groups
 
 
 class LarkMatcher:

@@ -51,32 +51,19 @@ class TokenLayout:
         """Walk `token[offset:]` of the sorted rows `rows` [M] from `start`, each only up to the
         byte where it dies or ends. Returns (death [M] int32: absolute byte position that died,
         -1 if none; state [M] int32: the state before the dying byte, or the end state)."""
+        death, state, _ = self.walk_rows_early(trans, rows, offset, start, None)
+        return death, state
+
+    def walk_rows_early(
+        self, trans: np.ndarray, rows: np.ndarray, offset: int, start: int, early: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray, list[tuple[int, np.ndarray, np.ndarray]]]:
+        """walk_rows, also reporting where a token passes an `early` state (bool [S + 1]: the
+        lexeme may end there) with a byte that goes on: (position p, indices into rows [K],
+        states before byte p [K]) per position (none where `early` is None)."""
         dead = trans.shape[0] - 1
         death = np.full(len(rows), -1, dtype=np.int32)
         state = np.full(len(rows), start, dtype=np.int32)
         live = np.flatnonzero(self.lengths[rows] > offset)  # indices into rows still walking
-        lengths = self.lengths[rows]
-        p = offset
-        while len(live):
-            st = state[live]
-            nxt = trans[st, self.bytes[rows[live], p]]
-            died = nxt == dead
-            death[live[died]] = p  # state keeps the state before the dying byte
-            state[live[~died]] = nxt[~died]
-            p += 1
-            live = live[~died & (lengths[live] > p)]
-        return death, state
-
-    def walk_rows_early(
-        self, trans: np.ndarray, rows: np.ndarray, offset: int, start: int, early: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, list[tuple[int, np.ndarray, np.ndarray]]]:
-        """walk_rows, also reporting where a token passes an `early` state (bool [S + 1]: the
-        lexeme may end there) with a byte that goes on: (position p, indices into rows [K],
-        states before byte p [K]) per position."""
-        dead = trans.shape[0] - 1
-        death = np.full(len(rows), -1, dtype=np.int32)
-        state = np.full(len(rows), start, dtype=np.int32)
-        live = np.flatnonzero(self.lengths[rows] > offset)
         lengths = self.lengths[rows]
         stops: list[tuple[int, np.ndarray, np.ndarray]] = []
         p = offset
@@ -84,12 +71,12 @@ class TokenLayout:
             st = state[live]
             nxt = trans[st, self.bytes[rows[live], p]]
             died = nxt == dead
-            stop = early[st] & ~died
-            if stop.any():
-                stops.append((p, live[stop], st[stop]))
-            death[live[died]] = p
+            if early is not None:
+                stop = early[st] & ~died
+                if stop.any():
+                    stops.append((p, live[stop], st[stop]))
+            death[live[died]] = p  # state keeps the state before the dying byte
             state[live[~died]] = nxt[~died]
             p += 1
             live = live[~died & (lengths[live] > p)]
         return death, state, stops
-

@@ -16,10 +16,11 @@ declared keys. The unique-keys wrapper keeps a patterned key from repeating.
 What may move, so that the schema's own order stays writable: an object is written from a
 *family* of schema nodes (the node, its allOf parts, its anyOf/oneOf branches, through
 references), and llguidance writes every key still declared before any moved one. So a key
-stays declared where it is required anywhere in the family, matched by one of its patterns, or
-`false` (a key declared by two nodes may move in one and stay in the other: llguidance
-intersects its schemas either way, at the declared place). In family order, nodes before the
-last one holding such a key move nothing, that node moves what it declares after its last kept
+stays declared where it is required anywhere in the family or matched by one of its patterns
+(a key declared by two nodes may move in one and stay in the other: llguidance intersects its
+schemas either way, at the declared place); a key `false` stays declared too, but is never
+written, so it holds no place in the order. In family order, nodes before the last one holding
+a kept key move nothing, that node moves what it declares after its last kept
 key, later nodes move all. Moved keys of one node with the same schema share one pattern
 `^(?:a|b)$`; at most 48 patterns an object, the last keys (llguidance checks patterns pairwise:
 300 took 5 s; one of 10,000 alternatives 0.1 s). A node in several families (a shared
@@ -39,6 +40,7 @@ keys itself, they go into each branch first (`_spreads`).
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -58,6 +60,7 @@ _LIST = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
 _MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")
 _FIXED = {"minProperties", "maxProperties", "unevaluatedProperties"}
 _MAX_WAYS = 32  # branch choices planned one by one per object
+_MAX_CHOICES = 32  # branches a lifted closed object's "exactly one" parts are written out as
 # llguidance checks an object's patterns pairwise (disjointness): 64 patterns compile in 0.03 s,
 # 200 in 0.8 s, 300 in 5 s; one pattern of 10,000 alternatives in 0.1 s. So moved keys with the
 # same schema share one pattern, and past this many patterns an object's earlier optional keys
@@ -129,15 +132,16 @@ def _every_node(*roots: Any, resolve: Callable[[str], dict | None] | None = None
             yield node
 
 
-def _counted(members: list[dict], required: set[str], kept_last: list[int]) -> int | None:
+def _counted(members: list[dict], required: set[str], kept_last: list[int], counting: set[int]) -> int | None:
     """Which member of a closed object's family can move its optional keys with `maxProperties`
     set to its key count, or None. It must be the only member that constrains anything (the
-    others plain references to it, or saying only that the value is an object), its keys
+    others plain references to it, saying only that the value is an object, or `_lifted`'s
+    branches leaving keys out with their own count: `counting`), its keys
     exactly its properties (no patterns, no key false, nothing that constrains keys or their
     count), and those that stay declared (up to its last required key) all required. Then the
     count of keys written reaches the maximum exactly when every key is used, and llguidance
     offers no `,` there."""
-    active = [i for i, m in enumerate(members) if set(m) & _CONSTRAINING and not _only_an_object(m)]
+    active = [i for i, m in enumerate(members) if set(m) & _CONSTRAINING and not _only_an_object(m) and id(m) not in counting]
     if len(active) != 1:
         return None
     node = members[active[0]]
@@ -190,6 +194,7 @@ class _Planner:
         self.fixed: set[int] = set()  # ids of the nodes whose required keys may move (json_required.py)
         self.frozen: set[int] = set()  # ids of their values: no key moves anywhere inside them
         self.lent: dict[int, dict[str, list[dict]]] = {}  # fixed node -> its required key -> the members declaring it
+        self.counting: set[int] = set()  # ids of _lifted's branches that leave keys out with their count
 
     def signature(self, schema: Any) -> str | None:
         if id(schema) not in self._signatures:
@@ -214,7 +219,7 @@ class _Planner:
         """Whether the plan moves `node`'s declared `key` to a pattern."""
         keep = self.keep.get(id(node))
         names = list(node["properties"])
-        return keep is not None and id(node) not in self.frozen and key in names[keep:]
+        return keep is not None and id(node) not in self.frozen and key in names[keep:] and node["properties"][key] is not False
 
     def kinds(self, schema: Any) -> set[str] | None:
         """The JSON types `schema` admits at most (the compiler's own reading), None: any."""
@@ -284,16 +289,19 @@ class _Planner:
     def _plan_way(self, members: list[dict]) -> None:
         declared: set[str] = set()
         twice: set[str] = set()
+        falsified: set[str] = set()  # declared `false` by some member: never written, never freed
         declarers: dict[str, dict] = {}
         for m in members:  # a key two members declare keeps a pattern of its own (llguidance merges equal patterns only)
-            names = set(m["properties"]) if isinstance(m.get("properties"), dict) else set()
+            props = m["properties"] if isinstance(m.get("properties"), dict) else {}
+            names = {k for k, v in props.items() if v is not False}  # `false` beside a schema: nothing to merge
+            falsified |= set(props) - names
             twice |= declared & names
-            declared |= names
-            declarers.update((name, m) for name in names)
+            declared |= set(props)
+            declarers.update((name, m) for name in props)
         self.merged |= twice
         every = {k for m in members if isinstance(m.get("required"), list) for k in m["required"] if isinstance(k, str)}
         required = {k for m in members if isinstance(m.get("required"), list) for k in m["required"]
-                    if isinstance(k, str) and not self.freeable(m, k, twice, declarers)}
+                    if isinstance(k, str) and not self.freeable(m, k, twice | falsified, declarers)}
         # none moves where llguidance writes a required undeclared key (before every pattern), and
         # in a closed object whose declared keys are all required (OpenAI's strict tools): there
         # they stay in schema order, forced text the forced proposer drafts at no model cost
@@ -308,21 +316,21 @@ class _Planner:
             patterns = [re.compile(p) for m in members if isinstance(m.get("patternProperties"), dict) for p in m["patternProperties"]]
         except (re.error, TypeError):
             patterns = None
-        fixed = any(_FIXED & set(m) for m in members)
+        fixed = any(_FIXED & set(m) for m in members if id(m) not in self.counting)
         kept_last = []  # per member: index after its last kept key (0: none kept)
         for m in members:
             props = m.get("properties") if isinstance(m.get("properties"), dict) else {}
             last = 0
-            for i, (k, v) in enumerate(props.items()):
-                if (patterns is None or fixed or k in required or v is False or any(p.search(k) for p in patterns)):
-                    last = i + 1
+            for i, k in enumerate(props):
+                if (patterns is None or fixed or k in required or any(p.search(k) for p in patterns)):
+                    last = i + 1  # a key `false` stays declared too, but never written it holds no place
             kept_last.append(last)
         sizes = [len(m["properties"]) if isinstance(m.get("properties"), dict) else 0 for m in members]
         counted = None
         closers = [m for m in members if m.get("additionalProperties", True) is False]
         closed = bool(closers) and not all(_endless(m) for m in closers)  # an endless pattern: always a new key
         if closed:
-            counted = _counted(members, required, kept_last)
+            counted = _counted(members, required, kept_last, self.counting)
         owner = max((i for i, last in enumerate(kept_last) if last), default=-1)
         if closed and counted is None:
             owner = len(members)  # after a `,` llguidance would offer used patterned keys only
@@ -334,6 +342,9 @@ class _Planner:
             shared: set[str] = set()  # this node's moved keys with one schema share a pattern
             j = sizes[i]
             while j > keeps[i]:
+                if schemas[j - 1] is False:  # stays declared, needs no pattern
+                    j -= 1
+                    continue
                 sig = self.signature(schemas[j - 1])
                 if sig is None or sig not in shared:
                     if not patterns_left:
@@ -448,31 +459,114 @@ def _dependency(member: Any) -> tuple[str, frozenset[str]] | None:
     return (name, frozenset(names) - {name}) if value is False and names[:1] == [name] else None
 
 
-def _lifted(spec: dict, fixed: set[int]) -> tuple[dict, dict[int, tuple[frozenset[str], ...]], dict[int, dict[str, frozenset[str]]]] | None:
+def _absent_keys(part: Any) -> list[str] | None:
+    """The keys of one of llguidance_schema's "not all of these keys" parts, at least one of which
+    an object must leave out: `{"type": "object", "properties": {k: false}}`, or an anyOf of
+    those; None for any other schema."""
+    options = part["anyOf"] if isinstance(part, dict) and set(part) == {"anyOf"} and isinstance(part["anyOf"], list) else [part]
+    keys = []
+    for option in options:
+        props = option.get("properties") if isinstance(option, dict) and set(option) <= {"type", "properties"} else None
+        if not isinstance(props, dict) or option.get("type", "object") != "object" or len(props) != 1 or False not in props.values():
+            return None
+        keys += props
+    return keys
+
+
+def _absent_part(keys: list[str]) -> dict:
+    one = [{"type": "object", "properties": {k: False}} for k in keys]
+    return one[0] if len(one) == 1 else {"anyOf": one}
+
+
+def _branch_ways(branches: list[Any], props: dict, required: frozenset[str], count: int | None) -> tuple[tuple[frozenset[str], ...], list[dict] | None] | None:
+    """An anyOf whose branches require keys `props` declares, each branch perhaps with
+    "not all of these keys" parts (llguidance_schema writes an overlapping `oneOf` of bare
+    `required` branches so: branch i and not branch j, for every j), as (the branches' key sets,
+    the anyOf left for llguidance: the parts alone, None where nothing is left); None where the
+    branches are of another shape, or lifting them would not be exact. `required`: the keys the
+    node requires anyway (every valid object holds them too). `count`: the node is a
+    closed object of this many keys (see `_counted`); the parts are then written out as one
+    branch per choice of left-out keys F, each with `maxProperties` = count - |F| (so that
+    llguidance offers no `,` once every key it still allows is used), at most _MAX_CHOICES.
+
+    Lifted, the tracker closes an object only where some branch's keys R_k (and the node's
+    required keys Q) are all written, and llguidance keeps only parts: some branch i's parts
+    hold. A part's keys in R_i or Q are dropped (with them written, leaving one out is
+    impossible; a part left empty: branch i can never hold, dropped). Exact where, for branches
+    i != k, a part of i lies within R_k and Q (those written: i's parts fail, so the branch whose
+    parts hold is the one whose keys are written) or k has no parts (R_k written is enough).
+    Never a dead end: a branch whose parts hold leaves out only keys outside R_i and Q, which can
+    all still be written."""
+    ways: list[tuple[frozenset[str], list[list[str]]]] = []
+    for branch in branches:
+        if not isinstance(branch, dict):
+            return None
+        parts = branch["allOf"] if set(branch) == {"allOf"} and isinstance(branch["allOf"], list) and branch["allOf"] else [branch]
+        head, rest = parts[0], parts[1:]
+        names = head.get("required") if isinstance(head, dict) else None
+        if (set(head) - ANNOTATIONS - {"required", "properties"} or not isinstance(names, list) or not names
+                or not all(isinstance(k, str) and k in props and props[k] is not False for k in names) or not _vacuous_properties(head)):
+            return None
+        absent = [_absent_keys(part) for part in rest]
+        if None in absent:
+            return None
+        written = frozenset(names) | required  # in every object this branch holds for
+        absent = [[k for k in keys if k not in written] for keys in absent]
+        if all(absent):  # otherwise the branch can never hold
+            ways.append((frozenset(names), absent))
+    if not ways:
+        return None
+    for i, (_, absent) in enumerate(ways):
+        for k, (names_k, other) in enumerate(ways):
+            if i != k and other and not any(set(keys) <= names_k | required for keys in absent):
+                return None
+    kept = tuple(names for names, _ in ways)
+    if not all(absent for _, absent in ways):
+        return kept, None
+    if count is not None:
+        choices = list(dict.fromkeys(frozenset(choice) for _, absent in ways for choice in itertools.product(*absent)))
+        if len(choices) > _MAX_CHOICES:
+            return None
+        return kept, [{"type": "object", "properties": {k: False for k in sorted(left_out)}, "maxProperties": count - len(left_out)}
+                      for left_out in choices]
+    left = []
+    for _, absent in ways:
+        parts = [_absent_part(keys) for keys in absent]
+        left.append(parts[0] if len(parts) == 1 else {"allOf": parts})
+    return kept, left
+
+
+def _lifted(spec: dict, fixed: set[int]) -> tuple[dict, dict[int, tuple[frozenset[str], ...]], dict[int, dict[str, frozenset[str]]], set[int]] | None:
     """A copy of `spec` without what the required-keys tracker can enforce instead on fixed nodes
     (their keys then move like optional ones): an anyOf whose branches only require keys the node
     itself declares ("at least one of these", 58 of the 172 JSONSchemaBench schemas with a valid
-    instance refused held one), and an allOf of `dependentRequired` conditions on keys it declares
+    instance refused held one), also where each branch leaves out keys of the others ("exactly
+    one of these": an overlapping oneOf, Glaive's calculate_area; a closed object only where its
+    key count tells when it is full, see `_branch_ways`), and an allOf of `dependentRequired` conditions on keys it declares
     (docker-compose's services: a closed object with `memswap_limit` needing `mem_limit` kept its
     56 keys in schema order). With, per copied node (by id), the branches' key sets (one of which
-    the tracker requires whole) and the keys each key requires. None where nothing lifts."""
+    the tracker requires whole), the keys each key requires, and the ids of the branches written
+    with a key count (a closed object's, `_branch_ways`). None where nothing lifts."""
     chosen: dict[int, tuple[frozenset[str], ...]] = {}
+    left: dict[int, list[dict] | None] = {}
     needs: dict[int, dict[str, frozenset[str]]] = {}
     for node in _every_node(spec):
         props = node.get("properties")
         if id(node) not in fixed or not isinstance(props, dict):
             continue
         branches, parts = node.get("anyOf"), node.get("allOf")
-        if isinstance(branches, list) and len(branches) >= 2 and not set(node) & _NOT_BESIDE_LIFTED and all(
-                isinstance(b, dict) and not set(b) - ANNOTATIONS - {"required", "properties"} and isinstance(b.get("required"), list)
-                and b["required"] and all(isinstance(k, str) and k in props and props[k] is not False for k in b["required"])
-                and _vacuous_properties(b) for b in branches):
-            chosen[id(node)] = tuple(frozenset(b["required"]) for b in branches)
+        closed = node.get("additionalProperties", True) is False
+        count = len(props) if closed and not _COUNT_BLOCKERS & set(node) and False not in props.values() else None
+        named = frozenset(k for k in node.get("required", []) if isinstance(k, str)) if isinstance(node.get("required"), list) else frozenset()
+        found = (_branch_ways(branches, props, named, count) if isinstance(branches, list) and len(branches) >= 2
+                 and not set(node) & _NOT_BESIDE_LIFTED else None)
+        if found is not None and (found[1] is None or not closed or count is not None):  # else: a count that would not tell
+            chosen[id(node)], left[id(node)] = found
         elif isinstance(parts, list) and parts and not set(node) & (_NOT_BESIDE_LIFTED - {"allOf"}) and "anyOf" not in node:
-            found = [_dependency(p) for p in parts]
-            if None not in found and all(k in props and props[k] is not False for name, keys in found for k in (name, *keys)):
+            dependencies = [_dependency(p) for p in parts]
+            if None not in dependencies and all(k in props and props[k] is not False for name, keys in dependencies for k in (name, *keys)):
                 merged: dict[str, frozenset[str]] = {}
-                for name, keys in found:
+                for name, keys in dependencies:
                     merged[name] = merged.get(name, frozenset()) | keys
                 needs[id(node)] = merged
     if not chosen and not needs:
@@ -480,10 +574,14 @@ def _lifted(spec: dict, fixed: set[int]) -> tuple[dict, dict[int, tuple[frozense
     memo: dict[int, Any] = {}
     copy = deepcopy(spec, memo)
     for old in chosen:
-        del memo[old]["anyOf"]
+        if left[old] is None:
+            del memo[old]["anyOf"]
+        else:
+            memo[old]["anyOf"] = left[old]
     for old in needs:
         del memo[old]["allOf"]
-    return copy, {id(memo[old]): ways for old, ways in chosen.items()}, {id(memo[old]): keys for old, keys in needs.items()}
+    counting = {id(branch) for old in chosen for branch in left[old] or () if "maxProperties" in branch}
+    return copy, {id(memo[old]): ways for old, ways in chosen.items()}, {id(memo[old]): keys for old, keys in needs.items()}, counting
 
 
 def _lifts_move(planner: "_Planner", released: Released) -> bool:
@@ -514,8 +612,9 @@ def any_order(spec: Any, released: Released | None = None, lift: bool = True) ->
         planner.fixed = _fixed(spec, planner, released)
         copied = _lifted(spec, planner.fixed) if lift else None
         if copied is not None:  # planned again on the copy, whose nodes it holds by identity
-            spec, released.any_of, released.dependent = copied
+            spec, released.any_of, released.dependent, counting = copied
             planner, lifted = _Planner(spec), True
+            planner.counting = counting
             planner.fixed = _fixed(spec, planner, released)
         released.spec, released.fixed, released.resolve, released.kinds = spec, planner.fixed, planner.resolve, planner.kinds
     planner.walk()
@@ -545,8 +644,8 @@ def any_order(spec: Any, released: Released | None = None, lift: bool = True) ->
         props = node.get("properties")
         keep = None if frozen else planner.keep.get(id(node))
         names = list(props) if isinstance(props, dict) else []
-        moved = names[keep:] if keep is not None and keep < len(names) else []
-        staying = set(names[: len(names) - len(moved)])
+        moved = [k for k in names[keep:] if props[k] is not False] if keep is not None and keep < len(names) else []
+        staying = set(names) - set(moved)
         for k in _MAP:
             if isinstance(out.get(k), dict):
                 out[k] = {name: rebuild(v, (*old, k, name), (*new, k, name), frozen) for name, v in out[k].items()

@@ -260,8 +260,9 @@ class Released:
 
     unique_at: list[str] = field(default_factory=list)
     freed: dict[int, frozenset[str]] = field(default_factory=dict)
-    # per fixed node (by id) whose anyOf of bare `required` branches any_order lifted out of
-    # `spec`: each branch's keys, one set of which the tracker requires
+    # per fixed node (by id) whose anyOf of bare `required` branches (or overlapping oneOf of
+    # them, as llguidance_schema writes it) any_order lifted out of `spec`: each branch's keys,
+    # one set of which the tracker requires
     any_of: dict[int, tuple[frozenset[str], ...]] = field(default_factory=dict)
     # per fixed node (by id) whose dependentRequired conditions any_order lifted out of `spec`:
     # each key with the keys an object holding it must hold too

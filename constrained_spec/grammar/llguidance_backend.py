@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ..bitmask import bitmask_width
-from .llguidance_schema import without_unknown_metaschemas
+from .llguidance_schema import object_keywords_together, without_unknown_metaschemas
 from .protocol import GrammarError
 from .vocabulary import Vocabulary, trim_partial_utf8
 
@@ -271,7 +271,7 @@ def compile_llguidance(kind: str, spec: Any, vocab: Vocabulary, whitespace: str 
                        **({"json_allow_general_unicode_escapes": True} if _general_escapes() else {})}
             if not isinstance(spec, (dict, bool)):
                 raise GrammarError(f"json_schema must be an object or a boolean, got {type(spec).__name__}")
-            schema = dict(without_unknown_metaschemas(spec), **{"x-guidance": options}) if isinstance(spec, dict) else spec
+            schema = dict(object_keywords_together(without_unknown_metaschemas(spec)), **{"x-guidance": options}) if isinstance(spec, dict) else spec
             prefix, suffix = (json.dumps(part) + " " if part else "" for part in frame)
             grammar = f"start: {prefix}%json {json.dumps(schema)} {suffix}"  # as Lark: where no_forcing can be set
         else:

@@ -22,7 +22,7 @@ from typing import Any, Callable
 from .json_key_sets import pattern_keys
 from .json_refs import id_keywords
 from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, at, discriminated_conditions, enum_values, listed_names, name_keywords, pointer, written_text
-from .json_merge import DATA_KEYWORDS as _DATA, LEFT_OUT as _LEFT_OUT, keywords_mapped as _schema_keys_mapped
+from .json_merge import DATA_KEYWORDS as _DATA, LEFT_OUT as _LEFT_OUT, NAME_MAPS, keywords_mapped as _schema_keys_mapped
 from .json_negation import MAX_ONE_OF, complement
 from .json_schema import _json_type  # noqa: PLC2701 (the compiler's own reading of a value's type)
 from .json_subset import within
@@ -33,7 +33,7 @@ from .regular import lookaround_free
 from .protocol import GrammarError
 from .vocabulary import Vocabulary
 
-__all__ = ["llguidance_schema", "escapes_held_out", "without_unknown_metaschemas", "NEGATION_NARROWED", "WIDE_NUMBER"]
+__all__ = ["llguidance_schema", "escapes_held_out", "without_unknown_metaschemas", "object_keywords_together", "NEGATION_NARROWED", "WIDE_NUMBER"]
 
 # logged where an overlapping oneOf branch's "and not the others" keeps only the ways to fail
 # them that can be written without `not`
@@ -76,6 +76,34 @@ def without_unknown_metaschemas(node: Any) -> Any:
     if isinstance(dialect, str):
         dialect = _LEFT_OUT if _metaschema(dialect) is None else _metaschema(dialect)
     return mapped if dialect is _LEFT_OUT else {"$schema": dialect, **mapped}
+
+
+_SPLITTING = frozenset({"$ref", "allOf", "anyOf", "oneOf"})
+
+
+def object_keywords_together(node: Any) -> Any:
+    """`node` with each schema object's `patternProperties` moved next to its
+    `additionalProperties` where a `$ref`, allOf, anyOf or oneOf stands between them. llguidance
+    1.9 reads an object's keywords in order and merges at each of those four, so the keywords
+    before and after one became two schemas: with `additionalProperties` false before an allOf
+    and patternProperties after it, the first closed the object to every key the patterns
+    admit (`{"a":1}` refused under `^a$`); json_key_order appends the patterns it writes after
+    such a keyword. Only the patterns move: their keys are written in any order, and the
+    declared keys' order (llguidance's, from `properties` and the merged parts) stays."""
+    if isinstance(node, list):
+        return [object_keywords_together(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: value if key in _DATA else ({name: object_keywords_together(v) for name, v in value.items()}
+                                             if key in NAME_MAPS and isinstance(value, dict) else object_keywords_together(value))
+           for key, value in node.items()}
+    keys = list(out)
+    if "additionalProperties" in out and "patternProperties" in out:
+        first, last = sorted((keys.index("additionalProperties"), keys.index("patternProperties")))
+        if _SPLITTING.intersection(keys[first + 1: last]):
+            keys.insert(first + 1, keys.pop(last))
+            out = {key: out[key] for key in keys}
+    return out
 
 
 def _bare(node: Any) -> str:

@@ -1148,3 +1148,21 @@ def test_listed_patterns_beside_other_patterns_on_llguidance():
     # listed keys are declared ones now: written after `team` (declared first), in name order
     assert _walk(compiled, schema, '{"team":5,"nbt":4,"potion":6,"z":-1}')
     assert not _walk(compiled, schema, '{"team":5,"nbt":5,"potion":6,"z":-1}')
+
+
+@pytest.mark.parametrize("between", [{"allOf": [{"type": "object"}]}, {"anyOf": [{"required": ["a"]}, {"required": ["b"]}]},
+                                     {"oneOf": [{"type": "object"}]}, {"$ref": "#/$defs/any"}], ids=["allOf", "anyOf", "oneOf", "$ref"])
+@pytest.mark.parametrize("rest", [False, {"type": "string"}], ids=["closed", "typed"])
+def test_patterns_after_an_applicator_still_meet_additional_properties(between, rest):
+    """llguidance 1.9 read `additionalProperties`, then an allOf/anyOf/oneOf/`$ref`, then
+    `patternProperties` as two schemas merged: the patterns' keys counted as additional there
+    (`{"a":1}` refused under `^a` beside additionalProperties false; found where json_key_order
+    appended its patterns after an anyOf). The patterns move next to additionalProperties before
+    llguidance reads the schema: every text judged as jsonschema judges it."""
+    schema = {"type": "object", "additionalProperties": rest, **between, "patternProperties": {"^a": {"type": "integer"}},
+              "$defs": {"any": {"type": "object"}}}
+    compiled = compile_json_schema(schema, BYTES)
+    texts = ['{"a":1}', '{"a":3,"ab":2}', '{"a":"s"}', '{"b":"s"}', '{"b":1}', '{"b":"s","a":1}', "{}"]
+    for text in texts:
+        assert _walk(compiled, schema, text) == _valid(schema, text), text
+    assert _valid(schema, '{"a":1}')

@@ -216,11 +216,75 @@ def _every_arrangement(compiled, validator, vocab, closed: bool = False) -> Coun
             if "x" in keys and closed:
                 continue
             matcher, mask = compiled.matcher(), new_bitmask(1, vocab.size)
+            if matcher.validate_tokens(ids[:-2]) < len(ids) - 2:  # a key refused before (one excluding another)
+                assert not valid, text
+                continue
             for token in ids[:-2]:  # up to the closing brace: allowed there iff the object is valid
                 matcher.accept_token(token)
             matcher.fill_bitmask(mask)
             assert bool(unpack_bitmask(mask, vocab.size)[0][ord("}")]) is valid, text
     return judged
+
+
+def _closable(compiled, validator, vocab, values: dict[str, str]) -> int:
+    """Every object prefix the matcher takes (keys of `values` in any order, each value whole)
+    can still be completed into a valid object by more of those keys and `}`, and where it takes
+    a `,` one of those keys follows: no dead end. Returns how many prefixes were taken."""
+    taken = 0
+
+    def takes(text: str, eos: bool) -> bool:
+        ids = list(text.encode()) + ([vocab.eos_token_id] if eos else [])
+        return compiled.matcher().validate_tokens(ids) == len(ids)
+
+    def closable(prefix: str, used: tuple[str, ...]) -> bool:
+        nonlocal taken
+        taken += 1
+        alive = takes(prefix + "}", eos=True)
+        assert alive is validator.is_valid(json.loads(prefix + "}")), prefix
+        extended = False
+        for key in values:
+            longer = prefix + ("," if used else "") + f'"{key}":{values[key]}'
+            if key not in used and takes(longer, eos=False):
+                assert closable(longer, (*used, key)), longer  # every prefix taken can still close
+                alive = extended = True
+        if used and takes(prefix + ",", eos=False):  # a `,` taken leads to a key (a new undeclared one where open)
+            assert extended or takes(prefix + ',"zz":null', eos=False), prefix
+        return alive
+
+    assert closable("{", ())
+    return taken
+
+
+@pytest.mark.parametrize("closed", [False, True], ids=["open", "closed"])
+@pytest.mark.parametrize("branches", [[["a"], ["b", "d"]], [["a", "c"], ["b", "c"]], [["a"], ["b"], ["c", "d"]], [["a"], ["a", "b"]]],
+                         ids=["disjoint", "sharing", "three", "nested"])
+def test_an_overlapping_one_of_of_required_keys_is_lifted_to_the_tracker(branches, closed):
+    """"Exactly one of these" (a oneOf whose branches only require keys the node declares:
+    Glaive's calculate_area, `radius` or `length`+`width` or `base`+`height`) is written by
+    llguidance_schema as branch i and not branch j; its keys, and those before them, stayed in
+    schema order. On an open object the branches' keys move: the tracker requires one branch's
+    keys whole, llguidance keeps each branch's "not all of another's" parts (less the branch's
+    own keys; a branch whose keys hold another's can never hold, dropped). Every arrangement of
+    every subset of five keys (one undeclared) against jsonschema, byte by byte with EOS, the
+    mask at `}` as validate_tokens; and every prefix taken can still be closed validly (a part
+    leaving out a key of the branch's own would let `{"b":..,"a":..` through with no valid end
+    in the sharing case). A closed object the same, its parts written out as one branch per
+    choice of left-out keys with the key count that choice leaves (else llguidance offered a
+    `,` with every allowed key used: a dead end)."""
+    from constrained_spec.grammar import Vocabulary
+
+    vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "integer"}, "d": {}},
+              "oneOf": [{"required": keys} for keys in branches], **({"additionalProperties": False} if closed else {})}
+    compiled = compile_json_schema(schema, vocab)
+    assert isinstance(compiled, RequiredKeysGrammar)
+    kept = [keys for keys in branches if not any(set(other) < set(keys) for other in branches)]
+    assert sorted(map(sorted, compiled.contexts.required[compiled.contexts.root])) == sorted(map(sorted, kept))
+    validator = jsonschema.Draft202012Validator(schema)
+    judged = _every_arrangement(compiled, validator, vocab, closed)
+    assert judged[True] and judged[False], judged
+    values = {"a": "1", "b": '"x"', "c": "2", "d": "null", "x": "[]"}
+    assert _closable(compiled, validator, vocab, values) > 10  # prefixes taken (15 to 60 here)
 
 
 @pytest.mark.parametrize("closed", [False, True], ids=["open", "closed"])
@@ -602,6 +666,41 @@ def test_generated_schemas_with_undeclared_required_keys(smollm2_tokenizer, smol
 
     counts = _walk_family(random.Random(11), 40, make, smollm2_tokenizer, smollm2_vocab, with_zz)
     assert counts["valid"] >= 150 and counts["texts"] - counts["valid"] >= 50 and counts["with zz"] >= 60, counts
+
+
+def _with_choices(rng: random.Random, node: dict) -> dict:
+    """`node` (an _object_schema) where some objects require one of several key sets: a oneOf
+    ("exactly one": overlapping) or anyOf ("at least one") of two or three bare `required`
+    branches over their declared keys."""
+    props = {k: _with_choices(rng, v) if v.get("type") == "object" else
+             {**v, "items": _with_choices(rng, v["items"])} if v.get("type") == "array" else v
+             for k, v in node["properties"].items()}
+    out = {**node, "properties": props}
+    names = list(props)
+    if len(names) > 1 and rng.random() < 0.8:
+        sets = {frozenset(rng.sample(names, rng.randint(1, min(2, len(names))))) for _ in range(rng.randint(2, 3))}
+        required = set(node.get("required", []))
+        sets = [keys for keys in sets if not keys <= required and not any(other < keys for other in sets)]
+        if len(sets) > 1:  # (one branch inside another or the node's required keys: oneOf admits no object, refused by name)
+            out["oneOf" if rng.random() < 0.7 else "anyOf"] = [{"required": sorted(keys)} for keys in sets]
+    return out
+
+
+def test_generated_schemas_with_one_of_required_keys(smollm2_tokenizer, smollm2_vocab):
+    """The family again where objects require one of several key sets (oneOf, or anyOf, of bare
+    `required` branches; random.Random(31), 60 schemas x 12 texts), open and closed: keys in
+    shuffled order, acceptance equal to jsonschema's on every text; lifted to the tracker on
+    many of them."""
+    def make(rng):
+        plain = _with_choices(rng, _object_schema(rng, 0))
+        return plain, {"$ref": "#/$defs/root", "$defs": {"root": plain}} if rng.random() < 0.3 else plain
+
+    def lifted(compiled, text, valid, counts):
+        if isinstance(compiled, RequiredKeysGrammar) and any(len(ways) > 1 for ways in compiled.contexts.required):
+            counts["choices tracked"] += 1
+
+    stats = _walk_family(random.Random(31), 60, make, smollm2_tokenizer, smollm2_vocab, lifted)
+    assert stats["choices tracked"] >= 100 and stats["valid"] >= 150 and stats["texts"] - stats["valid"] >= 150, stats
 
 
 TYPED_BRANCHES = [  # anyOf/oneOf branches that hold wherever they can apply (json_required._typed_branches)

@@ -41,16 +41,20 @@ schema_log = logging.getLogger("constrained_spec.grammar.json_schema")  # where 
 _CACHE_SIZE = 128
 _CACHE_BYTES = 2 << 30  # and the regex path's grammars in it (approx_bytes: 8 bytes a move) at most this, the newest kept
 _cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
+_cache_bytes = 0  # the cached grammars' weights (_weight), summed
 _lock = threading.Lock()
 _building: dict[tuple, threading.Lock] = {}
 
 
 def clear_cache() -> None:
+    global _cache_bytes
     with _lock:
         _cache.clear()
+        _cache_bytes = 0
 
 
 def _cached(key: tuple, build: Callable[[], CompiledGrammar]) -> CompiledGrammar:
+    global _cache_bytes
     with _lock:
         if key in _cache:
             _cache.move_to_end(key)
@@ -63,9 +67,9 @@ def _cached(key: tuple, build: Callable[[], CompiledGrammar]) -> CompiledGrammar
         compiled = build()
         with _lock:
             _cache[key] = compiled
-            weight = sum(_weight(c) for c in _cache.values())
-            while len(_cache) > _CACHE_SIZE or (weight > _CACHE_BYTES and len(_cache) > 1):
-                weight -= _weight(_cache.popitem(last=False)[1])
+            _cache_bytes += _weight(compiled)
+            while len(_cache) > _CACHE_SIZE or (_cache_bytes > _CACHE_BYTES and len(_cache) > 1):
+                _cache_bytes -= _weight(_cache.popitem(last=False)[1])
             _building.pop(key, None)
     return compiled
 

@@ -202,4 +202,6 @@ def test_the_compile_cache_weighs_regex_grammars(vocab, monkeypatch):
     second = compile_regex("(a|c)+b", vocab)
     assert compile_regex("(a|c)+b", vocab) is second  # the newest stays, even past the budget
     assert compile_regex("(a|b)+c", vocab) is not first  # the oldest was dropped, compiled again
+    assert compiler._cache_bytes == sum(compiler._weight(c) for c in compiler._cache.values()) > 0  # the running total
     compiler.clear_cache()
+    assert compiler._cache_bytes == 0

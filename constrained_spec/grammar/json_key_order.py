@@ -536,6 +536,28 @@ def _branch_ways(branches: list[Any], props: dict, required: frozenset[str], cou
     return kept, left
 
 
+def _required_of(node: dict) -> frozenset[str]:
+    """The keys `node`'s own `required` names."""
+    required = node.get("required")
+    return frozenset(k for k in required if isinstance(k, str)) if isinstance(required, list) else frozenset()
+
+
+def _parts_flattened(parts: list[Any], props: dict) -> tuple[list[Any], frozenset[str]] | None:
+    """(the branches, the keys required) where an allOf holds only bare `required` parts over
+    keys the node declares and one anyOf part: the same as the node requiring those keys with
+    that anyOf beside (one object meets them all). None for any other allOf."""
+    branches, required = None, frozenset()
+    for part in parts:
+        if isinstance(part, dict) and set(part) == {"anyOf"} and isinstance(part["anyOf"], list) and branches is None:
+            branches = part["anyOf"]
+        elif (isinstance(part, dict) and not set(part) - ANNOTATIONS - {"required", "properties"} and _vacuous_properties(part)
+              and isinstance(part.get("required"), list) and all(isinstance(k, str) and k in props for k in part["required"])):
+            required |= frozenset(part["required"])
+        else:
+            return None
+    return (branches, required) if branches is not None else None
+
+
 def _lifted(spec: dict, fixed: set[int]) -> tuple[dict, dict[int, tuple[frozenset[str], ...]], dict[int, dict[str, frozenset[str]]], set[int]] | None:
     """A copy of `spec` without what the required-keys tracker can enforce instead on fixed nodes
     (their keys then move like optional ones): an anyOf whose branches only require keys the node
@@ -549,6 +571,7 @@ def _lifted(spec: dict, fixed: set[int]) -> tuple[dict, dict[int, tuple[frozense
     with a key count (a closed object's, `_branch_ways`). None where nothing lifts."""
     chosen: dict[int, tuple[frozenset[str], ...]] = {}
     left: dict[int, list[dict] | None] = {}
+    flattened: dict[int, list[str]] = {}  # node -> its required keys with its allOf parts' (_parts_flattened)
     needs: dict[int, dict[str, frozenset[str]]] = {}
     for node in _every_node(spec):
         props = node.get("properties")
@@ -557,11 +580,18 @@ def _lifted(spec: dict, fixed: set[int]) -> tuple[dict, dict[int, tuple[frozense
         branches, parts = node.get("anyOf"), node.get("allOf")
         closed = node.get("additionalProperties", True) is False
         count = len(props) if closed and not _COUNT_BLOCKERS & set(node) and False not in props.values() else None
-        named = frozenset(k for k in node.get("required", []) if isinstance(k, str)) if isinstance(node.get("required"), list) else frozenset()
+        named = own = _required_of(node)
+        beside = set(node)
+        flat = _parts_flattened(parts, props) if isinstance(parts, list) and branches is None else None
+        if flat is not None:  # allOf: [{required: [..]}, {oneOf: [..]}] (o6184): the node's own, read as one
+            branches, extra = flat
+            named, beside = named | extra, beside - {"allOf"}
         found = (_branch_ways(branches, props, named, count) if isinstance(branches, list) and len(branches) >= 2
-                 and not set(node) & _NOT_BESIDE_LIFTED else None)
+                 and not beside & _NOT_BESIDE_LIFTED else None)
         if found is not None and (found[1] is None or not closed or count is not None):  # else: a count that would not tell
             chosen[id(node)], left[id(node)] = found
+            if flat is not None:
+                flattened[id(node)] = [*(node["required"] if isinstance(node.get("required"), list) else []), *sorted(extra - own)]
         elif isinstance(parts, list) and parts and not set(node) & (_NOT_BESIDE_LIFTED - {"allOf"}) and "anyOf" not in node:
             dependencies = [_dependency(p) for p in parts]
             if None not in dependencies and all(k in props and props[k] is not False for name, keys in dependencies for k in (name, *keys)):
@@ -573,9 +603,12 @@ def _lifted(spec: dict, fixed: set[int]) -> tuple[dict, dict[int, tuple[frozense
         return None
     memo: dict[int, Any] = {}
     copy = deepcopy(spec, memo)
+    for old, required in flattened.items():
+        del memo[old]["allOf"]
+        memo[old]["required"] = required
     for old in chosen:
         if left[old] is None:
-            del memo[old]["anyOf"]
+            memo[old].pop("anyOf", None)
         else:
             memo[old]["anyOf"] = left[old]
     for old in needs:

@@ -255,10 +255,11 @@ def _closable(compiled, validator, vocab, values: dict[str, str]) -> int:
     return taken
 
 
+@pytest.mark.parametrize("in_all_of", [False, True], ids=["beside", "in-allOf"])
 @pytest.mark.parametrize("closed", [False, True], ids=["open", "closed"])
 @pytest.mark.parametrize("branches", [[["a"], ["b", "d"]], [["a", "c"], ["b", "c"]], [["a"], ["b"], ["c", "d"]], [["a"], ["a", "b"]]],
                          ids=["disjoint", "sharing", "three", "nested"])
-def test_an_overlapping_one_of_of_required_keys_is_lifted_to_the_tracker(branches, closed):
+def test_an_overlapping_one_of_of_required_keys_is_lifted_to_the_tracker(branches, closed, in_all_of):
     """"Exactly one of these" (a oneOf whose branches only require keys the node declares:
     Glaive's calculate_area, `radius` or `length`+`width` or `base`+`height`) is written by
     llguidance_schema as branch i and not branch j; its keys, and those before them, stayed in
@@ -270,15 +271,18 @@ def test_an_overlapping_one_of_of_required_keys_is_lifted_to_the_tracker(branche
     leaving out a key of the branch's own would let `{"b":..,"a":..` through with no valid end
     in the sharing case). A closed object the same, its parts written out as one branch per
     choice of left-out keys with the key count that choice leaves (else llguidance offered a
-    `,` with every allowed key used: a dead end)."""
+    `,` with every allowed key used: a dead end). The same with the oneOf in an allOf beside a
+    bare `required` part (JSONSchemaBench o6184), read as the node's own."""
     from constrained_spec.grammar import Vocabulary
 
     vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+    one_of = {"oneOf": [{"required": keys} for keys in branches]}
     schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "integer"}, "d": {}},
-              "oneOf": [{"required": keys} for keys in branches], **({"additionalProperties": False} if closed else {})}
+              **({"allOf": [{"required": ["d"]}, one_of]} if in_all_of else one_of), **({"additionalProperties": False} if closed else {})}
     compiled = compile_json_schema(schema, vocab)
     assert isinstance(compiled, RequiredKeysGrammar)
-    kept = [keys for keys in branches if not any(set(other) < set(keys) for other in branches)]
+    held = {"d"} if in_all_of else set()  # in every object: a branch whose keys with them hold another's can never hold alone
+    kept = [set(keys) | held for i, keys in enumerate(branches) if not any(set(o) <= set(keys) | held for j, o in enumerate(branches) if j != i)]
     assert sorted(map(sorted, compiled.contexts.required[compiled.contexts.root])) == sorted(map(sorted, kept))
     validator = jsonschema.Draft202012Validator(schema)
     judged = _every_arrangement(compiled, validator, vocab, closed)

@@ -319,6 +319,36 @@ def test_every_match_reads_a_lexeme_as_each_terminal(vectorized, monkeypatch) ->
             assert completion is not None and lark_accepts(oracle, text + OVERLAP_TOKENS[tok] + completion), (text, OVERLAP_TOKENS[tok])
 
 
+def test_forced_bytes_through_a_lexeme_ending_early() -> None:
+    """forced_bytes follows every parse, a lexeme ending early included: after `[{"k` the
+    text goes on `":` (K then `:`, or KC), then `1` or `2`. At every prefix of these texts, over
+    a vocabulary of single bytes, it equals the bytes the mask alone forces (one byte allowed,
+    no EOS), checked byte by byte."""
+    vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+    grammar = compile_lark(OVERLAP_GRAMMAR, vocab, every_match=True)
+
+    def forced_by_masks(matcher) -> bytes:
+        out = b""
+        while True:
+            allowed = set(allowed_ids(matcher))
+            if len(allowed) != 1 or 256 in allowed:
+                return out
+            (byte,) = allowed
+            matcher.accept_token(byte)
+            out += bytes([byte])
+
+    seen = set()
+    for text in ['[{"k":1}]', '[{"k":2}]', '["12":1]', '[{"ab":},{"ab"}]']:
+        for end in range(len(text) + 1):
+            matcher = grammar.matcher()
+            for byte in text[:end].encode():
+                matcher.accept_token(byte)
+            forced = matcher.forced_bytes()
+            assert forced == forced_by_masks(matcher.fork()), text[:end]
+            seen.add(forced)
+    assert b'":' in seen  # forced across the early end (K or KC)
+
+
 def _accepts(grammar, text: str) -> bool:
     """Whether `text`, written greedily in OVERLAP_TOKENS' longest pieces, is a complete parse."""
     m, rest = grammar.matcher(), text

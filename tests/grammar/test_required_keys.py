@@ -612,14 +612,23 @@ def test_generated_schemas_match_jsonschema_in_any_key_order(smollm2_tokenizer, 
     assert stats["invalid accepted without the tracker"] >= 10, stats  # the tracker is what refuses them
 
 
+def _objects_changed(rng: random.Random, node: dict, change) -> dict:
+    """`node` (an _object_schema) with `change(rng, object)` applied to every object in it,
+    innermost first (each gets a copy, its properties already changed)."""
+    props = {k: _objects_changed(rng, v, change) if v.get("type") == "object" else
+             {**v, "items": _objects_changed(rng, v["items"], change)} if v.get("type") == "array" else v
+             for k, v in node["properties"].items()}
+    return change(rng, {**node, "properties": props})
+
+
 def _with_dependencies(rng: random.Random, node: dict) -> dict:
     """`node` (an _object_schema) where some objects' keys require others (`dependentRequired`:
     one or two keys each to one or two other declared keys)."""
-    props = {k: _with_dependencies(rng, v) if v.get("type") == "object" else
-             {**v, "items": _with_dependencies(rng, v["items"])} if v.get("type") == "array" else v
-             for k, v in node["properties"].items()}
-    out = {**node, "properties": props}
-    names = list(props)
+    return _objects_changed(rng, node, _add_dependencies)
+
+
+def _add_dependencies(rng: random.Random, out: dict) -> dict:
+    names = list(out["properties"])
     if len(names) > 1 and rng.random() < 0.7:
         keys = rng.sample(names, min(len(names), rng.randint(1, 2)))
         out["dependentRequired"] = {
@@ -647,13 +656,12 @@ def test_generated_schemas_with_dependent_required_keys(smollm2_tokenizer, smoll
 
 def _undeclared_required(rng: random.Random, node: dict) -> dict:
     """`node` (an _object_schema) where some open objects also require the undeclared key `zz`."""
-    props = {k: _undeclared_required(rng, v) if v.get("type") == "object" else
-             {**v, "items": _undeclared_required(rng, v["items"])} if v.get("type") == "array" else v
-             for k, v in node["properties"].items()}
-    out = {**node, "properties": props}
-    if node.get("additionalProperties", True) is not False and rng.random() < 0.5:
-        out["required"] = [*node.get("required", []), "zz"]
-    return out
+    def add(rng: random.Random, out: dict) -> dict:
+        if out.get("additionalProperties", True) is not False and rng.random() < 0.5:
+            out["required"] = [*out.get("required", []), "zz"]
+        return out
+
+    return _objects_changed(rng, node, add)
 
 
 def test_generated_schemas_with_undeclared_required_keys(smollm2_tokenizer, smollm2_vocab):
@@ -676,15 +684,15 @@ def _with_choices(rng: random.Random, node: dict) -> dict:
     """`node` (an _object_schema) where some objects require one of several key sets: a oneOf
     ("exactly one": overlapping) or anyOf ("at least one") of two or three bare `required`
     branches over their declared keys."""
-    props = {k: _with_choices(rng, v) if v.get("type") == "object" else
-             {**v, "items": _with_choices(rng, v["items"])} if v.get("type") == "array" else v
-             for k, v in node["properties"].items()}
-    out = {**node, "properties": props}
-    names = list(props)
+    return _objects_changed(rng, node, _add_choices)
+
+
+def _add_choices(rng: random.Random, out: dict) -> dict:
+    names = list(out["properties"])
     if len(names) > 1 and rng.random() < 0.8:
         sets = {frozenset(rng.sample(names, rng.randint(1, min(2, len(names))))) for _ in range(rng.randint(2, 3))}
-        required = set(node.get("required", []))
-        sets = [keys for keys in sets if not keys <= required and not any(other < keys for other in sets)]
+        required = set(out.get("required", []))
+        sets = sorted((keys for keys in sets if not keys <= required and not any(other < keys for other in sets)), key=sorted)
         if len(sets) > 1:  # (one branch inside another or the node's required keys: oneOf admits no object, refused by name)
             out["oneOf" if rng.random() < 0.7 else "anyOf"] = [{"required": sorted(keys)} for keys in sets]
     return out

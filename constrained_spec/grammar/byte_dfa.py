@@ -23,7 +23,7 @@ from functools import lru_cache
 import re._constants as C  # type: ignore[import-not-found]
 import re._parser as sre  # type: ignore[import-not-found]
 
-__all__ = ["ByteDFA", "RegexUnsupported", "compile_byte_dfa", "negate_ranges", "normalize_ranges", "patterns_apart", "python_category",
+__all__ = ["ByteDFA", "RegexUnsupported", "compile_byte_dfa", "negate_ranges", "normalize_ranges", "patterns_apart", "patterns_share", "python_category",
            "search_superset_dfa"]
 
 _MAXCP = sys.maxunicode
@@ -426,14 +426,20 @@ def _share_a_string(a: ByteDFA, b: ByteDFA, max_pairs: int) -> bool | None:
     return False
 
 
-@lru_cache(maxsize=1024)
 def patterns_apart(first: str, second: str, max_pairs: int = 50000) -> bool:
     """Conservative: no string matches both JSON Schema patterns (`re.search` each). False
     where that cannot be shown (a backreference, automata over the budget, or a shared string)."""
+    return patterns_share(first, second, max_pairs) is False
+
+
+@lru_cache(maxsize=1024)
+def patterns_share(first: str, second: str, max_pairs: int = 50000) -> bool | None:
+    """Whether some string matches both patterns: True (found), False (none), None (undecided:
+    a backreference, or automata over the budget)."""
     try:
-        return _share_a_string(search_superset_dfa(first), search_superset_dfa(second), max_pairs) is False
+        return _share_a_string(search_superset_dfa(first), search_superset_dfa(second), max_pairs)
     except RegexUnsupported:
-        return False
+        return None
 
 
 def _trim(trans: list[list[int]], accepting: set[int], class_of: list[int]) -> ByteDFA:

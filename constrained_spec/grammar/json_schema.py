@@ -20,7 +20,7 @@ import re
 import sys
 from typing import Any
 
-from .byte_dfa import patterns_apart
+from .byte_dfa import patterns_apart, patterns_share
 from .json_ir import ANY_JSON as _ANY, EMPTY, Grammar, Lit, Node, RecursiveGrammar, Ref, Rep, Rx, alt, opt, regex_size, seq
 from .json_merge import ANNOTATIONS, STRUCTURAL, at, canonical, clean, discriminated_conditions, enum_values, listed_names, merge, pointer, pointer_parts
 from .json_negation import APPLIES, NON_INTEGER_NUMBER, container_ways, split, ways_to_fail
@@ -30,7 +30,7 @@ from .json_terminals import (
     multiple_of_int, number_range, pattern_to_json_regex, string_except,
 )  # fmt: skip
 from .protocol import GrammarError
-from .regular import intersection
+from .regular import intersection, patterns_disjoint
 
 __all__ = ["schema_to_grammar", "json_value_grammar", "normalize_schema", "SchemaSet", "WHITESPACE_MODES"]
 
@@ -488,8 +488,10 @@ class _Translator:
             return True
         if ka is not None and kb is not None and ka | kb <= {"string"}:  # strings: patterns no string matches both
             pa, pb = a.get("pattern"), b.get("pattern")
-            if isinstance(pa, str) and isinstance(pb, str) and patterns_apart(pa, pb):
-                return True
+            if isinstance(pa, str) and isinstance(pb, str):
+                share = patterns_share(pa, pb)  # bytes first; undecided there: over code points
+                if share is False or (share is None and patterns_disjoint(pa, pb)):
+                    return True
         for finite, other in ((a, b), (b, a)):  # an enum none of whose values the other admits
             values = enum_values(finite)
             if values is not None and not any(self.validates(v, other) for v in values):

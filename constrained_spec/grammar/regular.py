@@ -30,7 +30,7 @@ from .byte_dfa import negate_ranges as _invert
 from .byte_dfa import normalize_ranges as _norm
 from .byte_dfa import python_category
 
-__all__ = ["DFA", "pattern_dfa", "agreed_search", "lookaround_free", "intersection", "complement", "to_regex"]
+__all__ = ["DFA", "pattern_dfa", "agreed_search", "lookaround_free", "intersection", "complement", "to_regex", "patterns_disjoint"]
 
 MAX_CP = 0x10FFFF
 _MAX_NFA = 20000  # NFA states (bounded repeats are copied)
@@ -630,6 +630,18 @@ def to_regex(dfa: DFA) -> str | None:
         del edges[k]
     found = edges[start].get(final)
     return None if found is None else f"^(?:{found[0]})$"
+
+
+@lru_cache(maxsize=1024)
+def patterns_disjoint(first: str, second: str) -> bool:
+    """Whether no string matches both patterns in either reading (Python's or ECMA 262's):
+    their wide readings share none. False where one is not read. Over code points, where
+    byte_dfa's byte automata outgrow their budget on Unicode classes (`\\d+(?:[+-]\\S+)?\\s*`
+    in a loop: more than 2,000 states there, 0.1 s here)."""
+    try:
+        return meet(pattern_dfa(first, wide=True), pattern_dfa(second, wide=True)).empty()
+    except (ValueError, RecursionError):
+        return False
 
 
 def lookaround_free(pattern: str) -> str | None:

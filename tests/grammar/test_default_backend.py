@@ -1166,3 +1166,28 @@ def test_patterns_after_an_applicator_still_meet_additional_properties(between, 
     for text in texts:
         assert _walk(compiled, schema, text) == _valid(schema, text), text
     assert _valid(schema, '{"a":1}')
+
+
+def test_string_branches_told_apart_over_code_points_stay_a_union():
+    """pubspec's version constraint: a oneOf of `any`, a version, a range (`>=1.0.0 <2.0.0`, a
+    loop over `\\d`, `\\S`, `\\s`) and a caret version. No string matches two, but the byte
+    automata for the range outgrow their budget on the Unicode classes, so the branches were not
+    shown apart; written "this one and no other", the version and caret branches narrowed to
+    `false` ("1.0.0" and "^2.10.0" refused). Over code points (regular.patterns_disjoint, both
+    readings) they are apart: a union, every text judged as jsonschema judges it."""
+    from constrained_spec.grammar.byte_dfa import patterns_share
+    from constrained_spec.grammar.regular import patterns_disjoint
+
+    version, caret = "^\\d+\\.\\d+\\.\\d+(?:[+-]\\S+)?$", "^\\^\\d+\\.\\d+\\.\\d+(?:[+-]\\S+)?$"
+    ranges = "^(?:(?:>=|>|<=|<)\\d+\\.\\d+\\.\\d+(?:[+-]\\S+)?\\s*)+$"
+    assert patterns_share(version, ranges) is None and patterns_disjoint(version, ranges)
+    assert not patterns_disjoint(ranges, "^>=1") and not patterns_disjoint(version, "\\d$")  # overlapping ones stay apart-less
+    schema = {"oneOf": [{"type": "string", "enum": ["any", ""]}, {"$ref": "#/definitions/version"},
+                        {"type": "string", "pattern": ranges}, {"type": "string", "pattern": caret}],
+              "definitions": {"version": {"type": "string", "pattern": version}}}
+    assert False not in llguidance_schema(schema, closed_objects=False)["anyOf"]
+    compiled = compile_json_schema(schema, BYTES)
+    texts = ['"1.0.0"', '"^2.10.0"', '">=2.12.0 <3.0.0"', '"any"', '""', '"x"', '">1.0.0 ^1.0.0"', '"1.0"', '"^1.0.0-beta"']
+    for text in texts:
+        assert _walk(compiled, schema, text) == _valid(schema, text), text
+    assert all(_walk(compiled, schema, t) for t in texts[:5])

@@ -50,6 +50,7 @@ from urllib.parse import quote
 
 from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, enum_values, pointer_parts, written_text
 from .json_required import Released, fixed_nodes
+from .json_schema import _required  # noqa: PLC2701 (the compiler's own reading of `required`)
 from .protocol import GrammarError
 
 __all__ = ["any_order", "exact_key", "exact_keys"]
@@ -503,9 +504,8 @@ def _branch_ways(branches: list[Any], props: dict, required: frozenset[str], cou
             return None
         parts = branch["allOf"] if set(branch) == {"allOf"} and isinstance(branch["allOf"], list) and branch["allOf"] else [branch]
         head, rest = parts[0], parts[1:]
-        names = head.get("required") if isinstance(head, dict) else None
-        if (set(head) - ANNOTATIONS - {"required", "properties"} or not isinstance(names, list) or not names
-                or not all(isinstance(k, str) and k in props and props[k] is not False for k in names) or not _vacuous_properties(head)):
+        names = _bare_required(head, props)
+        if not names or any(props[k] is False for k in names):
             return None
         absent = [_absent_keys(part) for part in rest]
         if None in absent:
@@ -536,10 +536,13 @@ def _branch_ways(branches: list[Any], props: dict, required: frozenset[str], cou
     return kept, left
 
 
-def _required_of(node: dict) -> frozenset[str]:
-    """The keys `node`'s own `required` names."""
-    required = node.get("required")
-    return frozenset(k for k in required if isinstance(k, str)) if isinstance(required, list) else frozenset()
+def _bare_required(part: Any, props: dict) -> list[str] | None:
+    """The keys a schema that only requires keys `props` declares names (its `properties`, if
+    any, saying nothing: `_vacuous_properties`); None for any other schema."""
+    if not isinstance(part, dict) or set(part) - ANNOTATIONS - {"required", "properties"} or not _vacuous_properties(part):
+        return None
+    names = part.get("required")
+    return names if isinstance(names, list) and all(isinstance(k, str) and k in props for k in names) else None
 
 
 def _parts_flattened(parts: list[Any], props: dict) -> tuple[list[Any], frozenset[str]] | None:
@@ -550,9 +553,8 @@ def _parts_flattened(parts: list[Any], props: dict) -> tuple[list[Any], frozense
     for part in parts:
         if isinstance(part, dict) and set(part) == {"anyOf"} and isinstance(part["anyOf"], list) and branches is None:
             branches = part["anyOf"]
-        elif (isinstance(part, dict) and not set(part) - ANNOTATIONS - {"required", "properties"} and _vacuous_properties(part)
-              and isinstance(part.get("required"), list) and all(isinstance(k, str) and k in props for k in part["required"])):
-            required |= frozenset(part["required"])
+        elif (names := _bare_required(part, props)) is not None:
+            required |= frozenset(names)
         else:
             return None
     return (branches, required) if branches is not None else None
@@ -580,7 +582,7 @@ def _lifted(spec: dict, fixed: set[int]) -> tuple[dict, dict[int, tuple[frozense
         branches, parts = node.get("anyOf"), node.get("allOf")
         closed = node.get("additionalProperties", True) is False
         count = len(props) if closed and not _COUNT_BLOCKERS & set(node) and False not in props.values() else None
-        named = own = _required_of(node)
+        named = own = frozenset(_required(node))
         beside = set(node)
         flat = _parts_flattened(parts, props) if isinstance(parts, list) and branches is None else None
         if flat is not None:  # allOf: [{required: [..]}, {oneOf: [..]}] (o6184): the node's own, read as one

@@ -44,11 +44,12 @@ NAME_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"
 DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples", "required", "dependentRequired"})
 
 
-def keywords_mapped(node: Any, fn: Callable[[str, Any], Any]) -> Any:
+def keywords_mapped(node: Any, fn: Callable[[str, Any], Any], after: Callable[[dict], dict] | None = None) -> Any:
     """`node` with each keyword of each schema object replaced by `fn(keyword, value)` (left out
-    where that is LEFT_OUT); property names and data (enum, const, ...) are not keywords."""
+    where that is LEFT_OUT); property names and data (enum, const, ...) are not keywords.
+    `after`: applied to each object so rebuilt (its keywords mapped already)."""
     if isinstance(node, list):
-        return [keywords_mapped(v, fn) for v in node]
+        return [keywords_mapped(v, fn, after) for v in node]
     if not isinstance(node, dict):
         return node
     out = {}
@@ -56,10 +57,10 @@ def keywords_mapped(node: Any, fn: Callable[[str, Any], Any]) -> Any:
         if key in DATA_KEYWORDS:
             out[key] = value
         elif key in NAME_MAPS and isinstance(value, dict):
-            out[key] = {name: keywords_mapped(v, fn) for name, v in value.items()}
+            out[key] = {name: keywords_mapped(v, fn, after) for name, v in value.items()}
         elif (mapped := fn(key, value)) is not LEFT_OUT:
-            out[key] = keywords_mapped(mapped, fn)
-    return out
+            out[key] = keywords_mapped(mapped, fn, after)
+    return out if after is None else after(out)
 
 
 LEFT_OUT = object()  # what a keywords_mapped function returns to leave a keyword out

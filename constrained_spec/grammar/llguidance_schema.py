@@ -22,7 +22,7 @@ from typing import Any, Callable
 from .json_key_sets import pattern_keys
 from .json_refs import id_keywords
 from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, at, discriminated_conditions, enum_values, listed_names, name_keywords, pointer, written_text
-from .json_merge import DATA_KEYWORDS as _DATA, LEFT_OUT as _LEFT_OUT, NAME_MAPS, keywords_mapped as _schema_keys_mapped
+from .json_merge import DATA_KEYWORDS as _DATA, LEFT_OUT as _LEFT_OUT, keywords_mapped as _schema_keys_mapped
 from .json_negation import MAX_ONE_OF, complement
 from .json_schema import _json_type  # noqa: PLC2701 (the compiler's own reading of a value's type)
 from .json_subset import within
@@ -90,20 +90,17 @@ def object_keywords_together(node: Any) -> Any:
     admit (`{"a":1}` refused under `^a$`); json_key_order appends the patterns it writes after
     such a keyword. Only the patterns move: their keys are written in any order, and the
     declared keys' order (llguidance's, from `properties` and the merged parts) stays."""
-    if isinstance(node, list):
-        return [object_keywords_together(v) for v in node]
-    if not isinstance(node, dict):
-        return node
-    out = {key: value if key in _DATA else ({name: object_keywords_together(v) for name, v in value.items()}
-                                             if key in NAME_MAPS and isinstance(value, dict) else object_keywords_together(value))
-           for key, value in node.items()}
-    keys = list(out)
-    if "additionalProperties" in out and "patternProperties" in out:
+    return _schema_keys_mapped(node, lambda key, value: value, after=_patterns_beside_additional)
+
+
+def _patterns_beside_additional(node: dict) -> dict:
+    keys = list(node)
+    if "additionalProperties" in node and "patternProperties" in node:
         first, last = sorted((keys.index("additionalProperties"), keys.index("patternProperties")))
         if _SPLITTING.intersection(keys[first + 1: last]):
             keys.insert(first + 1, keys.pop(last))
-            out = {key: out[key] for key in keys}
-    return out
+            return {key: node[key] for key in keys}
+    return node
 
 
 def _bare(node: Any) -> str:

@@ -19,9 +19,13 @@ import re
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import re._constants as C  # type: ignore[import-not-found]
 import re._parser as sre  # type: ignore[import-not-found]
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["ByteDFA", "RegexUnsupported", "compile_byte_dfa", "negate_ranges", "normalize_ranges", "patterns_apart", "patterns_share", "python_category",
            "search_superset_dfa"]
@@ -50,6 +54,13 @@ class ByteDFA:
         """For each byte, its class: bytes with the same transition in every state share one."""
         ids: dict[tuple[int, ...], int] = {}
         return tuple(ids.setdefault(column, len(ids)) for column in zip(*self.trans)) if self.trans else (0,) * 256
+
+    @functools.cached_property
+    def table(self) -> "np.ndarray":
+        """`trans` as an int32 array [num_states, 256], -1 = dead (lexer contexts copy it)."""
+        import numpy as np
+
+        return np.array(self.trans, dtype=np.int32).reshape(len(self.trans), 256)
 
     @functools.cached_property
     def _sparse_rows(self) -> dict[int, tuple[tuple[int, int], ...] | None]:

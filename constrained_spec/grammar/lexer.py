@@ -104,12 +104,19 @@ class LexerContext:
 
         # A product state is the tuple of (terminal index, its DFA state) for the terminals still
         # alive: past a key that told terminals apart few are, and a step costs their number,
-        # not the context's (a schema's context holds hundreds of key terminals).
+        # not the context's (a schema's context holds hundreds of key terminals). Once one
+        # terminal alone is alive, the rest of the walk is that terminal's own DFA: such states
+        # are not walked here but laid down as a block of its DFA's table (an object's optional
+        # keys give contexts of 1, 2, ..., n keys, each mostly single-key states: clang-format's
+        # 235 contexts held 206,389 states built one by one).
         start = tuple((i, 0) for i in range(len(dfas)))
         ids = {start: 0}
-        order = [start]
+        order = [start]  # the start and the states of two or more live terminals
+        singles: dict[tuple[int, int], int] = {}  # (terminal, its DFA state) -> slot, a move's target -1 - slot
 
         def state_id(key: tuple) -> int:
+            if len(key) == 1:
+                return -1 - singles.setdefault(key[0], len(singles))
             if key not in ids:
                 if len(order) >= max_states:
                     raise GrammarError(f"lexer automaton over {self.terms} exceeds {max_states} states")
@@ -140,58 +147,73 @@ class LexerContext:
                 edge_memo[(i, q)] = got
             return got
 
-        # Moves as flat (state, class, next state) columns, not a row of every class per state:
-        # most product states are one key's literal, with one move out.
+        # Moves as flat (state, class, next state) columns, not a row of every class per state.
         from_states: list[int] = []
         on_classes: list[int] = []
         to_states: list[int] = []
         done = 0
         while done < len(order):
-            cur = order[done]
-            if len(cur) == 1:
-                (i, q), = cur
+            by_class: dict[int, list[tuple[int, int]]] = {}
+            for i, q in order[done]:  # in terminal order, so each next state's pairs are too
                 for k, t in edges(i, q):
-                    from_states.append(done)
-                    on_classes.append(k)
-                    to_states.append(state_id(((i, t),)))
-            else:
-                by_class: dict[int, list[tuple[int, int]]] = {}
-                for i, q in cur:  # in terminal order, so each next state's pairs are too
-                    for k, t in edges(i, q):
-                        by_class.setdefault(k, []).append((i, t))
-                for k in sorted(by_class):  # states numbered in class order, as before
-                    from_states.append(done)
-                    on_classes.append(k)
-                    to_states.append(state_id(tuple(by_class[k])))
+                    by_class.setdefault(k, []).append((i, t))
+            for k, pairs in by_class.items():
+                from_states.append(done)
+                on_classes.append(k)
+                to_states.append(state_id(tuple(pairs)))
             done += 1
 
-        self.num_states = len(order)
+        # The blocks: each terminal some move leaves alone, its whole DFA, after the walked states.
+        walked_count = len(order)
+        block_of: dict[int, int] = {}  # terminal -> its block's first state
+        self.num_states = walked_count
+        for i, _ in singles:
+            if i not in block_of:
+                block_of[i] = self.num_states
+                self.num_states += dfas[i].num_states
+        if self.num_states > max_states:
+            raise GrammarError(f"lexer automaton over {self.terms} exceeds {max_states} states")
         self.dead = self.num_states
-        by_class_table = np.full((self.num_states, classes), -1, dtype=np.int32)  # [S, classes]
-        by_class_table[from_states, on_classes] = to_states
-        walked = by_class_table[:, rank_of]  # [S, 256], -1 = dead
-        table = np.full((self.num_states + 1, 257), self.dead, dtype=np.int32)
-        table[: self.num_states, :256] = np.where(walked < 0, self.dead, walked)
+        slot_state = np.array([block_of[i] + q for i, q in singles] or [0], dtype=np.int64)
+        targets = np.array(to_states, dtype=np.int64)
+        targets = np.where(targets < 0, slot_state[np.maximum(-1 - targets, 0)], targets)
+        by_class_table = np.full((walked_count, classes), -1, dtype=np.int64)  # [W, classes]
+        by_class_table[from_states, on_classes] = targets
+        table = np.full((self.num_states + 1, 257), self.dead, dtype=np.int32)  # [S + 1, 257]
+        walked = by_class_table[:, rank_of]  # [W, 256], -1 = dead
+        table[:walked_count, :256] = np.where(walked < 0, self.dead, walked)
+        for i, first in block_of.items():
+            own = dfas[i].table  # [n_i, 256], -1 = dead
+            table[first:first + len(own), :256] = np.where(own < 0, self.dead, own + first)
         table[:, 256] = np.arange(self.num_states + 1)
-        self.trans = table  # [S + 1, 257]
+        self.trans = table
         self._rows: list[list[int] | None] = [None] * self.num_states  # row(): Python rows, on first use
 
         self.alive_bits: list[int] = []
         self.accept_bits: list[int] = []
         self.winner: list[int] = []
-        for key in order:
+        self.ends: list[tuple[int, ...]] = []
+        accepting = [d.accepting for d in dfas]
+        for key in order:  # its pairs in terminal order
             alive = acc = 0
+            accepted = []
             for i, q in key:
                 alive |= 1 << i
-                if q in dfas[i].accepting:
+                if q in accepting[i]:
                     acc |= 1 << i
+                    accepted.append(i)
+            w = _winner(acc, accepted, embedded, unless)
             self.alive_bits.append(alive)
             self.accept_bits.append(acc)
-            self.winner.append(_winner(acc, embedded, unless, len(dfas)))
+            self.winner.append(w)
+            self.ends.append(tuple(accepted) if every_match else (w,) if w >= 0 else ())
+        for i in block_of:  # one terminal alive: it is what the lexeme is read as, where it accepts
+            final = [q in accepting[i] for q in range(dfas[i].num_states)]
+            self.alive_bits += [1 << i] * len(final)
+            self.accept_bits += [1 << i if f else 0 for f in final]
+            self.winner += [i if f else -1 for f in final]
+            self.ends += [(i,) if f else () for f in final]
         set_ids: dict[tuple[int, ...], int] = {}
-        self.ends: list[tuple[int, ...]] = []
-        for acc, w in zip(self.accept_bits, self.winner):
-            self.ends.append(tuple(i for i in range(len(dfas)) if acc >> i & 1) if every_match else (w,) if w >= 0 else ())
         end_ids = [set_ids.setdefault(e, len(set_ids)) if e else -1 for e in self.ends]
         self.end_sets: list[tuple[int, ...]] = list(set_ids)
         self.end_arr = np.array(end_ids + [-1], dtype=np.int32)  # [S + 1]
@@ -252,12 +274,11 @@ def _unless_rules(terms: list[Terminal]) -> tuple[set[int], dict[int, list[int]]
     return embedded, unless
 
 
-def _winner(acc: int, embedded: set[int], unless: dict[int, list[int]], n: int) -> int:
-    if not acc:
+def _winner(acc: int, accepted: list[int], embedded: set[int], unless: dict[int, list[int]]) -> int:
+    """The terminal Lark emits where `accepted` (ascending; `acc` as bits) accept, -1 if none."""
+    if not accepted:
         return -1
-    first = next((i for i in range(n) if acc >> i & 1 and i not in embedded), None)
-    if first is None:
-        first = next(i for i in range(n) if acc >> i & 1)
+    first = next((i for i in accepted if i not in embedded), accepted[0])
     for s in unless.get(first, ()):
         if acc >> s & 1:  # the string terminal's DFA accepts exactly its literal
             return s

@@ -48,6 +48,19 @@ TAIL_ALTERNATIVES = 8
 SHARED_ITEM_CHARS = 200
 
 
+def _checked_alternatives(counts: list[tuple[str, int]], total: int) -> int:
+    """`total` plus the rules' alternative counts; GrammarTooLarge past a rule's or the total limit."""
+    for name, count in counts:
+        if count > MAX_LARK_ALTERNATIVES:
+            raise GrammarTooLarge(f"the grammar's rule {name!r} would expand to more than {MAX_LARK_ALTERNATIVES:,} "
+                                  "alternatives in Lark: too many optional members around recursive values")
+        total += count
+    if total > MAX_LARK_TOTAL_ALTERNATIVES:
+        raise GrammarTooLarge(f"the grammar's rules would expand to {total:,} or more alternatives in Lark (limit "
+                              f"{MAX_LARK_TOTAL_ALTERNATIVES:,}): too many optional members around recursive values")
+    return total
+
+
 def _per_lark_call(seen_at: int | None = None) -> Callable:
     """Memoize a Grammar method of (node, ...) for the length of one `to_lark` call (the counts
     and tests nest: each option's count asks for its members', theirs for their options'...),
@@ -250,31 +263,25 @@ class Grammar:
         self._bodies: bool | str = "auto"
         self._merged = False
         self._tails: dict[str, tuple[str, int]] = {}  # rule name -> (body, alternatives)
+        self._alternatives = 0  # of the rules so far
         try:
             return self._lark_rules()
         finally:
-            del self._memo, self._sizes, self._split_above, self._chains, self._around, self._bodies, self._merged, self._tails
+            del self._memo, self._sizes, self._split_above, self._chains, self._around, self._bodies, self._merged, self._tails, self._alternatives
 
     def _lark_rules(self) -> str:
         cyclic = self.cyclic_names()
         if self._split_above is not None:  # large definitions are rules too: written once, however often referenced
             cyclic |= {name for name in _refs(self.root, self.defs) if regex_size(self.defs[name], self._sizes, self.defs) > self._split_above}
+        # counted before they are written: a grammar too large is refused without its text
+        # (helm-testsuite's took 9 s to write, to be refused)
+        counts = [(name, self._lark_alternatives(node, cyclic)) for name, node in [("start", self.root)] + [(n, self.defs[n]) for n in sorted(cyclic)]]
+        self._alternatives = _checked_alternatives(counts, 0)  # and each tail's, as it is written (_name_tail)
         rules = {"start": self._lark(self.root, cyclic)}
         for name in sorted(cyclic):
             rules[_rule_name(name)] = self._lark(self.defs[name], cyclic)
-        counts = [(name, self._lark_alternatives(node, cyclic)) for name, node in [("start", self.root)] + [(n, self.defs[n]) for n in sorted(cyclic)]]
         for name, (body, count) in sorted(self._tails.items()):
             rules[name] = body
-            counts.append((name, count))
-        total = 0
-        for name, count in counts:
-            if count > MAX_LARK_ALTERNATIVES:
-                raise GrammarTooLarge(f"the grammar's rule {name!r} would expand to more than {MAX_LARK_ALTERNATIVES:,} "
-                                      "alternatives in Lark: too many optional members around recursive values")
-            total += count
-        if total > MAX_LARK_TOTAL_ALTERNATIVES:
-            raise GrammarTooLarge(f"the grammar's rules would expand to {total:,} alternatives in Lark (limit "
-                                  f"{MAX_LARK_TOTAL_ALTERNATIVES:,}): too many optional members around recursive values")
         return "\n".join(f"{name}: {body}" for name, body in rules.items()) + "\n"
 
     @_per_lark_call()
@@ -387,7 +394,9 @@ class Grammar:
     def _name_tail(self, body: str, count: int) -> str:
         """The rule holding `body` (one per distinct body: equal tails are one rule)."""
         name = "t_" + hashlib.blake2b(body.encode(), digest_size=8).hexdigest()
-        self._tails.setdefault(name, (body, count))
+        if name not in self._tails:
+            self._alternatives = _checked_alternatives([(name, count)], self._alternatives)
+            self._tails[name] = (body, count)
         return name
 
     @_per_lark_call(seen_at=1)

@@ -87,7 +87,8 @@ class _IndexedAnalyzer(LALR_Analyzer):
     closure again for each finished rule: quadratic in closure size, with Python `Symbol.__eq__`
     per comparison. Grammars from large JSON schemas have closures of thousands of items (chains
     of optional members): clang-format's schema spent 76 of 90 s there. Here each state's items
-    are grouped by rule origin, and its finished rules looked up, once. The same sets come out
+    are grouped by rule origin, once, and a rule's finished item is not searched for: the state
+    reached from its start item over its whole expansion holds it (LR(0) goto). The same sets come out
     (tests/grammar/test_lark_parser.py compares whole tables with Lark's own)."""
 
     def __init__(self, parser_conf, debug: bool = False, strict: bool = False) -> None:
@@ -133,7 +134,6 @@ class _IndexedAnalyzer(LALR_Analyzer):
     def compute_includes_lookback(self) -> None:
         nullable, reads = self.NULLABLE, self.reads
         by_origin: dict = {}  # state -> {origin: [items of that origin, closure order]}
-        finished: dict = {}  # state -> {rule: the first finished item's rule equal to it}
         nullable_from: dict = {}  # rule -> where the nullable tail of its expansion starts
 
         def items_of(state) -> dict:
@@ -143,15 +143,6 @@ class _IndexedAnalyzer(LALR_Analyzer):
                 for rp in state.closure:
                     groups.setdefault(rp.rule.origin, []).append(rp)
             return groups
-
-        def finished_in(state) -> dict:
-            rules = finished.get(state)
-            if rules is None:
-                rules = finished[state] = {}
-                for rp in state.closure:
-                    if rp.is_satisfied:
-                        rules.setdefault(rp.rule, rp.rule)
-            return rules
 
         for nt in self.nonterminal_transitions:
             state, nonterminal = nt
@@ -171,10 +162,8 @@ class _IndexedAnalyzer(LALR_Analyzer):
                     state2 = state2.transitions[expansion[i]]
                     if i + 1 >= tail and nt2 in reads:  # what follows expansion[i] can be empty
                         includes.append(nt2)
-                if rp.index == 0:  # state2 is where rp's rule is finished
-                    rule = finished_in(state2).get(rp.rule)
-                    if rule is not None:
-                        lookback.add((state2, rule))
+                if rp.index == 0:  # state2, reached over the whole expansion, holds rp's rule finished
+                    lookback.add((state2, rp.rule))
             for nt2 in includes:
                 self.includes[nt2].add(nt)
 

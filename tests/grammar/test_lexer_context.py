@@ -35,18 +35,21 @@ contexts = st.tuples(literals, st.lists(st.sampled_from(REGEXES), max_size=3, un
 def test_product_states_are_the_terminals_run_one_by_one(context: tuple, texts: list[str]) -> None:
     """300 generated contexts (derandomized), each walked over 1-12 generated strings and every
     prefix of them: alive and accepting terminals, and the dead state, agree with each terminal's
-    own DFA; the padding column keeps the state."""
+    own DFA; the padding column keeps the state; the terminals a lexeme ends as are the accepting
+    ones (states past a key that told terminals apart are laid down as that terminal's own DFA)."""
     keys, regexes = context
     terms = [terminal(f"K{i}", re.escape(k), True) for i, k in enumerate(keys)]
     terms += [terminal(f"R{i}", r, False) for i, r in enumerate(regexes)]
     lexer = LexerContext(terms)
+    every = LexerContext(terms, every_match=True)  # the same automaton, each accepting terminal an end
     by_name = {t.name: t for t in terms}
     for text in texts:
         data = text.encode()
-        state = 0
+        state = every_state = 0
         for end in range(len(data) + 1):
             if end:
                 state = int(lexer.trans[state, data[end - 1]])
+                every_state = int(every.trans[every_state, data[end - 1]])
             runs = {name: by_name[name].dfa.run(data[:end]) for name in lexer.terms}
             alive = {i for i, name in enumerate(lexer.terms) if runs[name] >= 0}
             if not alive:
@@ -56,5 +59,12 @@ def test_product_states_are_the_terminals_run_one_by_one(context: tuple, texts: 
             assert {i for i in range(len(lexer.terms)) if lexer.alive_bits[state] >> i & 1} == alive
             assert {i for i in range(len(lexer.terms)) if lexer.accept_bits[state] >> i & 1} == accepting
             assert int(lexer.trans[state, 256]) == state
+            # the lexeme ends as Lark's one terminal, or (every_match) as each accepting one, and may
+            # also end early where one accepts while another goes on
+            assert lexer.ends[state] == ((lexer.winner[state],) if accepting else ())
+            assert lexer.winner[state] in accepting or (not accepting and lexer.winner[state] == -1)
+            assert every.ends[every_state] == tuple(sorted(accepting))
+            assert every.early[every_state] == (every.ends[every_state] if accepting and alive - accepting else ())
+            assert every.end_sets[every.end_arr[every_state]] == every.ends[every_state] if accepting else every.end_arr[every_state] == -1
             row = lexer.row(state)
             assert [lexer.dead if t < 0 else t for t in row] == lexer.trans[state, :256].tolist()

@@ -1,9 +1,10 @@
-"""The LALR table Lark builds with our indexed analysis (`LALR_PLUGINS`) is Lark's own table.
+"""The LALR table built over integers (lalr_construction.py, through `LALR_PLUGINS`) is Lark's own table.
 
 Compared whole, state for state (numbered by a breadth-first walk from the start state, since
 Lark numbers states in set order), on the bundled grammars, on grammars our JSON-schema compiler
 writes, and on generated grammars full of nullable and optional members (where the includes and
-lookback relations the plugin indexes are busiest). A grammar Lark refuses must be refused too.
+lookback relations are busiest), and on Lark's conflict rules. A grammar Lark refuses must be
+refused too.
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ def test_nullable_nonterminals_are_the_textbook_fixpoint(rules: list) -> None:
     every symbol of its expansion is. Repeated symbols in one expansion (A: B B C) included."""
     from lark.grammar import NonTerminal, Rule, Terminal
 
-    from constrained_spec.grammar.lark_parser import _nullable
+    from constrained_spec.grammar.lalr_construction import nullable_nonterminals as _nullable
 
     symbol = lambda name: Terminal(name) if name.islower() else NonTerminal(name)  # noqa: E731
     lark_rules = [Rule(NonTerminal(origin), [symbol(s) for s in expansion]) for origin, expansion in rules]
@@ -123,3 +124,26 @@ def test_nullable_nonterminals_are_the_textbook_fixpoint(rules: list) -> None:
             break
         expected |= more
     assert {s.name for s in _nullable(lark_rules)} == expected
+
+
+CONFLICTS = [
+    'start: a | b\na.2: "x"\nb: "x"\n',  # reduce/reduce, resolved by the rule of higher priority
+    'start: a | b\na: "x"\nb: "x"\n',  # reduce/reduce of equal priority: refused
+    'start: a "y" | "x" "y"\na: "x"\n',  # shift/reduce: resolved as the shift
+    'start: x\nx: "a" x | "a" y |\ny: x "b" | "c"\n',  # nullable rules through a cycle of includes
+]
+
+
+@pytest.mark.parametrize("index", range(len(CONFLICTS)))
+def test_conflicts_are_resolved_or_refused_as_lark_does(index: int) -> None:
+    """Lark's conflict rules, and a cycle of nullable members (its includes relation one strongly
+    connected component): the same table, or the same refusal."""
+    stock, ours = both_tables(CONFLICTS[index])
+    assert ours == stock
+    assert (stock[0] == "refused") == (index == 1)
+
+
+def test_strict_mode_refuses_a_shift_reduce_conflict_as_lark_does() -> None:
+    for plugins in ({}, LALR_PLUGINS):
+        with pytest.raises(lark.exceptions.GrammarError, match="Shift/Reduce conflict for terminal Y"):
+            lark.Lark(CONFLICTS[2], parser="lalr", strict=True, _plugins=plugins)

@@ -6,14 +6,16 @@ Compiled grammars are immutable, so one cache entry serves every request and thr
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import json
 import logging
 import math
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .json_dialects import in_declared_drafts, may_hold_older_forms
@@ -64,7 +66,8 @@ def _cached(key: tuple, build: Callable[[], CompiledGrammar]) -> CompiledGrammar
         with _lock:
             if key in _cache:
                 return _cache[key]
-        compiled = build()
+        with _collection_paused():
+            compiled = build()
         with _lock:
             _cache[key] = compiled
             _cache_bytes += _weight(compiled)
@@ -72,6 +75,22 @@ def _cached(key: tuple, build: Callable[[], CompiledGrammar]) -> CompiledGrammar
                 _cache_bytes -= _weight(_cache.popitem(last=False)[1])
             _building.pop(key, None)
     return compiled
+
+
+@contextlib.contextmanager
+def _collection_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a grammar is built: a build makes millions of
+    small tuples and each full collection walks every live object (Lark's LALR table for
+    clang-format's schema: 1.0 s with it, 0.44 s without). Reference counting still frees what
+    is dropped; the collector is turned back on only where it was on (two builds in two threads:
+    the second one's rest runs with it on once the first is done)."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 def _weight(compiled: CompiledGrammar) -> int:

@@ -205,3 +205,34 @@ def test_the_compile_cache_weighs_regex_grammars(vocab, monkeypatch):
     assert compiler._cache_bytes == sum(compiler._weight(c) for c in compiler._cache.values()) > 0  # the running total
     compiler.clear_cache()
     assert compiler._cache_bytes == 0
+
+
+def test_builds_pause_the_garbage_collector_and_restore_it(vocab, monkeypatch):
+    """A grammar is built with the cyclic collector off; after it the collector is as it was
+    (on stays on, off stays off), a failed build included."""
+    import gc
+
+    from constrained_spec.grammar import compiler
+
+    seen = []
+    real = compiler.CompiledRegex
+
+    def watched(*args):
+        seen.append(gc.isenabled())
+        return real(*args)
+
+    monkeypatch.setattr(compiler, "CompiledRegex", watched)
+    was_on = gc.isenabled()
+    try:
+        for start_on in (True, False):
+            (gc.enable if start_on else gc.disable)()
+            compiler.clear_cache()
+            compile_regex("(a|b)+c", vocab)
+            assert gc.isenabled() is start_on
+            with pytest.raises(GrammarError):
+                compile_regex("(a", vocab)
+            assert gc.isenabled() is start_on
+        assert len(seen) == 4 and not any(seen)  # each build (the failed ones too) ran with it off
+    finally:
+        (gc.enable if was_on else gc.disable)()
+        compiler.clear_cache()

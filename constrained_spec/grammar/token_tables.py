@@ -35,10 +35,26 @@ class TokenLayout:
         for k, (_, b) in enumerate(pairs):
             mat[k, : len(b)] = np.frombuffer(b, dtype=np.uint8)
         self.bytes = mat
+        self.first_bytes = mat[:, 0]  # [N]
+        self._first_counts = np.bincount(self.first_bytes, minlength=257)[:256]  # tokens per first byte
+        self._by_first = np.argsort(self.first_bytes, kind="stable")  # [N]: rows by first byte, each byte's ascending
+        self._first_starts = np.concatenate([[0], np.cumsum(self._first_counts)])  # [257]: each byte's slice of it
 
     @property
     def num_tokens(self) -> int:
         return len(self.ids)
+
+    def starting_count(self, first: np.ndarray) -> int:
+        """How many tokens start with a byte `first` (bool [256]) marks."""
+        return int(self._first_counts[first].sum())
+
+    def rows_starting(self, first: np.ndarray) -> np.ndarray:
+        """The sorted rows [K] whose first byte `first` (bool [256]) marks."""
+        marked = np.flatnonzero(first)
+        if len(marked) > 8:
+            return np.flatnonzero(first[self.first_bytes])
+        parts = [self._by_first[self._first_starts[b]:self._first_starts[b + 1]] for b in marked.tolist()]
+        return np.sort(np.concatenate(parts)) if len(parts) > 1 else parts[0] if parts else np.zeros(0, dtype=np.int64)
 
     def walk_all(self, trans: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray]:
         """Walk every token from `start` through `trans` ([S + 1, 257], dead = S).

@@ -400,3 +400,25 @@ def test_masks_are_the_same_with_caches_cleared_at_every_step(vocab, monkeypatch
             a.accept_token(tok)
             b.accept_token(tok)
     assert len(cleared._allowed) <= 1 and len(cleared._packed) <= 1
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.lists(st.binary(min_size=1, max_size=4) | st.binary(max_size=3).map(lambda rest: b"a" + rest), min_size=1, max_size=40),
+       st.data())
+def test_rows_by_first_byte_are_the_rows_that_start_so(tokens: list[bytes], data) -> None:
+    """The layout's first-byte index (a lexer state few bytes continue walks only the tokens
+    starting with one of them) against a scan of every token's first byte, for byte sets drawn
+    from the tokens' own first bytes (several bytes, rows from each: the slices merged in order)
+    and their complements."""
+    import numpy as np
+
+    from constrained_spec.grammar.token_tables import TokenLayout
+
+    layout = TokenLayout(tokens)
+    first = data.draw(st.sets(st.sampled_from(sorted({t[0] for t in tokens})), max_size=8) | st.sets(st.integers(0, 255), max_size=12))
+    for marked in (first, set(range(256)) - first):
+        mask = np.zeros(256, dtype=bool)
+        mask[list(marked)] = True
+        expected = [k for k in range(layout.num_tokens) if int(layout.bytes[k, 0]) in marked]
+        assert layout.rows_starting(mask).tolist() == expected
+        assert layout.starting_count(mask) == len(expected)

@@ -327,6 +327,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--limit", type=int, default=None, help="only the first N schemas of the corpus")
     parser.add_argument("--compile-timeout", type=float, default=30.0, help="seconds before a compile counts as failed")
     parser.add_argument("--stride", type=int, default=1, help="every K-th schema of the corpus")
+    parser.add_argument("--names", default=None, help="only these schemas (comma-separated file names of the corpus)")
     parser.add_argument("--engines", default="ours-default,ours-native,xgrammar,llguidance", help="comma-separated subset")
     parser.add_argument("--save", type=Path, default=None, help="write the rows as JSON")
     parser.add_argument("--table", type=Path, nargs="+", default=None, help="print one table from rows saved by --save")
@@ -357,6 +358,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
         if args.maskbench is not None and not args.maskbench.is_dir():
             parser.error(f"--maskbench: {args.maskbench} is not a folder (a checkout's maskbench/data)")
         corpus = load_maskbench(args.maskbench, args.limit, args.stride) if args.maskbench else load_corpus(args.limit, args.stride)
+        if args.names is not None:
+            wanted = args.names.split(",")
+            missing = sorted(set(wanted) - {name for name, _ in corpus})
+            if missing:
+                parser.error(f"--names: not in the corpus: {', '.join(missing)}")
+            corpus = [(name, entry) for name, entry in corpus if name in wanted]
         if args.file_order is not None:
             if not (args.file_order / "src" / "test").is_dir():
                 parser.error(f"--file-order: {args.file_order} holds no src/test/ (a SchemaStore checkout)")

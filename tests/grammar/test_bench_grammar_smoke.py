@@ -59,3 +59,15 @@ def test_maskbench_data_becomes_corpus_entries(tmp_path):
     assert corpus[0][1]["instances"] == [{"valid": True, "text": '{"b":1,"a":"é"}'}, {"valid": False, "text": "3"}]
     assert [name for name, _ in module.load_maskbench(tmp_path, stride=2)] == ["x_1.json"]
     assert [name for name, _ in module.load_maskbench(tmp_path, limit=1)] == ["x_1.json"]
+
+
+@pytest.mark.model
+def test_names_pick_corpus_files_and_refuse_unknown_ones(tmp_path, capsys):
+    module = _bench_grammar()
+    for name, data in (("a.json", {"type": "integer"}), ("b.json", {"type": "string"})):
+        (tmp_path / name).write_text(json.dumps({"schema": data, "tests": [{"data": 1, "valid": name == "a.json"}]}))
+    rows = module.main(["--maskbench", str(tmp_path), "--names", "b.json", "--engines", "ours-default"])
+    assert rows[0]["schemas"] == 1 and rows[0]["invalid_total"] == 1 and rows[0]["invalid_accepted"] == 0
+    with pytest.raises(SystemExit):
+        module.main(["--maskbench", str(tmp_path), "--names", "b.json,c.json", "--engines", "ours-default"])
+    assert "not in the corpus: c.json" in capsys.readouterr().err

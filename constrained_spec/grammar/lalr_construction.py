@@ -55,6 +55,7 @@ class _Grammar:
 
         self.origin = [sid(rule.origin) for rule in rules]
         self.expansion = [tuple(sid(s) for s in rule.expansion) for rule in rules]
+        self.end = sid(Terminal("$END"))  # the end of input: in no rule, read after the start symbol
         self.is_rule_name = [not s.is_term for s in self.symbols]
         self.by_origin: dict[int, list[int]] = {}
         for r, origin in enumerate(self.origin):
@@ -126,12 +127,9 @@ def _lookaheads(grammar: _Grammar, lr0: _Lr0, nullable: set[int]) -> dict[tuple[
     """(state, rule) -> the bit set of terminals (by symbol id) on which the rule is reduced in
     that state: DeRemer and Pennello's Read and Follow sets over nonterminal transitions, with
     Lark's includes relation (every item of the nonterminal's rules in the state's closure)."""
-    symbols, is_rule_name, goto = grammar.symbols, grammar.is_rule_name, lr0.goto
-    width = len(symbols)
+    is_rule_name, goto = grammar.is_rule_name, lr0.goto
+    width = len(grammar.symbols)
     transitions = [s * width + x for s, moves in enumerate(goto) for x in moves if is_rule_name[x]]  # nonterminal ones, as ints
-    end = Terminal("$END")
-    end_bit = 1 << len(symbols)  # $END is not among the grammar's symbols
-    symbols.append(end)
     directly: dict[int, int] = {}
     reads: dict[int, list[int]] = {}
     for t in transitions:
@@ -144,7 +142,7 @@ def _lookaheads(grammar: _Grammar, lr0: _Lr0, nullable: set[int]) -> dict[tuple[
         reads[t] = [after * width + x for x in goto[after] if x in nullable]
     for state in lr0.start.values():
         for item in lr0.kernels[state]:
-            directly[state * width + grammar.item_next[item]] |= end_bit
+            directly[state * width + grammar.item_next[item]] |= 1 << grammar.end
     read = _digraph(transitions, reads, directly)
 
     # tail[r]: the first position from which the rest of rule r's expansion can be empty

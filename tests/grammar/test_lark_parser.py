@@ -55,7 +55,7 @@ def both_tables(text: str) -> tuple:
 
 def test_the_plugin_is_on_for_this_lark() -> None:
     """Else every test here would compare Lark with itself."""
-    assert LALR_PLUGINS, f"lark {lark.__version__}: the indexed analysis is off (only 1.2 and 1.3 are checked)"
+    assert LALR_PLUGINS, f"lark {lark.__version__}: the integer tables are off (only 1.2 and 1.3 are checked)"
 
 
 @pytest.mark.parametrize("name", ["json", "sql", "arithmetic", "tool_call"])

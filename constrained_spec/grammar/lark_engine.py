@@ -197,21 +197,17 @@ class LarkGrammar:
         key = (id(ctx), s)
         got = self._tables.get(key)
         if got is None:
-            layout, early = self.layout, ctx.early_states if ctx.has_early else None
+            layout = self.layout
             going_on = ctx.trans[s, :256] != ctx.dead  # bool [256]: first bytes that continue the lexeme
-            if layout.starting_count(going_on) * 4 < layout.num_tokens:
-                # most tokens end the lexeme at their first byte (inside a key, a literal goes on
-                # with one byte): walk the others, and the rest is one group, or none where the
-                # lexeme cannot end here
-                rows = layout.rows_starting(going_on)
-                death, state, stops = layout.walk_rows_early(ctx.trans, rows, 0, s, early)
-                got = _Table.build(ctx, rows, death, state, self._stride, stops)
-                if ctx.end_arr[s] >= 0:
-                    got.groups.append((int(ctx.end_arr[s]), 0, layout.rows_starting(~going_on)))
-            else:
-                rows = np.arange(layout.num_tokens)
-                death, state, stops = layout.walk_rows_early(ctx.trans, rows, 0, s, early)
-                got = _Table.build(ctx, rows, death, state, self._stride, stops)
+            # where most tokens end the lexeme at their first byte (inside a key, a literal goes on
+            # with one byte), only the others are walked: the rest is one group, or none where
+            # the lexeme cannot end here
+            few = layout.starting_count(going_on) * 4 < layout.num_tokens
+            rows = layout.rows_starting(going_on) if few else np.arange(layout.num_tokens)
+            death, state, stops = layout.walk_rows_early(ctx.trans, rows, 0, s, ctx.early_states if ctx.has_early else None)
+            got = _Table.build(ctx, rows, death, state, self._stride, stops)
+            if few and ctx.end_arr[s] >= 0:
+                got.groups.append((int(ctx.end_arr[s]), 0, layout.rows_starting(~going_on)))
             # mid-lexeme tables (token rows, int64 [N] each) are dropped past the budget; the
             # lexeme-start ones, one per context, are the grammar's own size and stay
             mid = len(self._tables) - len(self.contexts)

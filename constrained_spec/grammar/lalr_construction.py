@@ -230,12 +230,10 @@ def _table(grammar: _Grammar, lr0: _Lr0, lookaheads: dict[tuple[int, int], int],
     reductions: dict[int, dict[int, list[int]]] = {}  # state -> terminal -> rules
     for (state, r), bits in lookaheads.items():
         row = reductions.setdefault(state, {})
-        x = 0
-        while bits:
-            if bits & 1:
-                row.setdefault(x, []).append(r)
-            bits >>= 1
-            x += 1
+        while bits:  # each set bit, lowest first
+            low = bits & -bits
+            row.setdefault(low.bit_length() - 1, []).append(r)
+            bits ^= low
     states: dict[int, dict[str, tuple]] = {}
     collisions = []
     for state, goto in enumerate(lr0.goto):

@@ -96,8 +96,7 @@ class LexerContext:
         embedded, unless = _unless_rules(terms)
 
         # Bytes every terminal treats alike (same column in each DFA) lead to the same product
-        # state: the walk visits one byte per class, in byte order, so states are numbered as a
-        # byte-by-byte walk numbers them (JSON contexts have ~20 classes, not 256).
+        # state: the walk visits one byte per class (JSON contexts have ~20 classes, not 256).
         ranks: dict[tuple[int, ...], int] = {}
         rank_of = [ranks.setdefault(joint, len(ranks)) for joint in zip(*(d.byte_classes for d in dfas))] if dfas else [0] * 256
         first_bytes = [rank_of.index(k) for k in range(len(ranks) or 1)]  # one byte per class, in byte order

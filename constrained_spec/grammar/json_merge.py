@@ -333,11 +333,14 @@ def listed_names(names: Any, deref: Callable[[Any], Any], known_formats: Any, de
     return None
 
 
-def _single_value(schema: Any) -> Any:
-    """The one value `{"const": c}` or `{"enum": [c]}` admits (None for any other schema)."""
+def _single_string(schema: Any) -> str | None:
+    """The one string `{"const": c}` or `{"enum": [c]}` admits, `type: string` beside it or not
+    (SchemaStore writes both); None for any other schema."""
     kept = set(schema) - ANNOTATIONS if isinstance(schema, dict) else set()
-    values = enum_values(schema) if kept in ({"const"}, {"enum"}) else None
-    return values[0] if values is not None and len(values) == 1 else None
+    if "type" in kept and "string" not in _types(schema["type"]):
+        return None
+    values = enum_values(schema) if kept - {"type"} in ({"const"}, {"enum"}) else None
+    return values[0] if values is not None and len(values) == 1 and isinstance(values[0], str) else None
 
 
 def discriminated_conditions(node: dict) -> None:
@@ -365,8 +368,8 @@ def discriminated_conditions(node: dict) -> None:
             rest.append(member)
             continue
         name, value = next(iter(props.items()))
-        const = _single_value(value)
-        if not isinstance(const, str) or const in chosen or (key is not None and name != key):
+        const = _single_string(value)
+        if const is None or const in chosen or (key is not None and name != key):
             rest.append(member)
             continue
         key = name
@@ -378,10 +381,15 @@ def discriminated_conditions(node: dict) -> None:
     if len(chosen) < 2 or len(demands) != 1 or len(typed) != 1:
         return
     branches.append({"type": "object", "required": [key], "properties": {key: {"not": {"enum": chosen}}}})
+    # the other allOf members hold too: one that requires K, or says `type: object`, leaves the
+    # branches below empty (anyRuleType in yippee-ki's config: its base member requires `name`;
+    # the absent branch intersected nine recursive `then`s, 13 s to refuse the schema)
+    plain = [m for m in rest if isinstance(m, dict)]
+    required = [*required, *(k for m in plain if isinstance(m.get("required"), list) for k in m["required"])]
     if key not in required:
         absent = {"type": "object", "properties": {key: False}}
         branches.append(absent if demands == {True} else {**absent, "allOf": thens})
-    if node.get("type") != "object":
+    if node.get("type") != "object" and all(m.get("type") != "object" for m in plain):
         branches.append({"type": ["null", "boolean", "number", "string", "array"], **({} if typed == {True} else {"allOf": thens})})
     node["allOf"] = [*rest, {"anyOf": branches}]
 

@@ -163,10 +163,24 @@ class _Translator:
         s = clean(schema, path, self.unknown)
         if set(s) == {"$ref"}:
             return self.ref(s["$ref"], path)
+        if set(s) == {"allOf"} and (lone := self.lone_reference(s["allOf"], path)):
+            return self.ref(*lone)
         discriminated_conditions(s)  # if/then on one key's constants: one choice, not 2^n
         if "$ref" in s or "allOf" in s:
             s = self.flatten(s, path, frozenset())
         return self.build(s, path)
+
+    def lone_reference(self, members: Any, path: str) -> tuple[str, str] | None:
+        """`allOf: [{$ref: X}, {description: ...}]`, SchemaStore's way to describe a reference, is
+        X: one rule, not X merged inline (where X is recursive, inlined without end)."""
+        if not isinstance(members, list):
+            return None
+        kept = [(pointer(path, "allOf", i), m) for i, m in enumerate(members) if m is not True]
+        kept = [(where, clean(m, where, self.unknown) if isinstance(m, dict) else m) for where, m in kept]
+        kept = [(where, m) for where, m in kept if m != {}]
+        if len(kept) == 1 and isinstance(kept[0][1], dict) and set(kept[0][1]) == {"$ref"}:
+            return kept[0][1]["$ref"], kept[0][0]
+        return None
 
     def ref(self, ref: Any, path: str) -> Node:
         local = self.ref_name(ref, path)
@@ -213,6 +227,8 @@ class _Translator:
 
     def flatten(self, s: dict, path: str, seen: frozenset[str]) -> dict:
         """Resolve `$ref` (next to other keywords) and `allOf` into one merged schema."""
+        s = dict(s)
+        discriminated_conditions(s)  # a referenced allOf of if/then's too: merged pairwise they make 2^n ways
         parts = [{k: v for k, v in s.items() if k not in ("$ref", "allOf")}]
         subs = [(pointer(path, "$ref"), {"$ref": s["$ref"]})] if "$ref" in s else []
         all_of = s.get("allOf", [])

@@ -957,6 +957,22 @@ def test_conditions_on_single_value_enums_are_discriminated_too():
     node = json.loads(json.dumps(mixed))
     discriminated_conditions(node)  # a two-value enum is not one constant: left as written
     assert node == mixed
+    # `type: string` beside the constant (yippee-ki's config writes each so) is the same constant;
+    # a type the constant is not leaves the conditions as written
+    string_typed = {"allOf": [{**m, "if": {"properties": {"kind": {"type": "string", **m["if"]["properties"]["kind"]}}}} for m in _KINDS["allOf"]]}
+    node = json.loads(json.dumps(string_typed))
+    discriminated_conditions(node)
+    assert len(node["allOf"]) == 1 and len(node["allOf"][0]["anyOf"]) == 6
+    wrong_type = {"allOf": [{**m, "if": {"properties": {"kind": {"type": "integer", **m["if"]["properties"]["kind"]}}}} for m in _KINDS["allOf"]]}
+    node = json.loads(json.dumps(wrong_type))
+    discriminated_conditions(node)
+    assert node == wrong_type
+    # a sibling member requiring the key and saying `type: object` leaves neither the no-key
+    # branch nor the non-object one (each met every `then` at once)
+    base = {"type": "object", "required": ["kind"], "properties": {"kind": {"enum": ["a", "b", "c"]}}}
+    node = {"allOf": [base, *json.loads(json.dumps(_KINDS["allOf"]))]}
+    discriminated_conditions(node)
+    assert node["allOf"][0] == base and len(node["allOf"][1]["anyOf"]) == 3 + 1
 
 
 @pytest.mark.parametrize("schema", [
@@ -991,6 +1007,34 @@ def test_discriminated_conditions_as_one_choice(schema, backend):
             narrowed |= {'{"x":1}', '{"x":1,"y":"s"}', '{"y":"s"}'}
     for text, ok in zip(texts, verdicts):
         assert _walk(compiled, schema, text) == (ok and text not in narrowed), text
+
+
+@pytest.mark.parametrize("backend", ["default", "native"])
+def test_described_references_to_discriminated_conditions_that_recur(backend):
+    """yippee-ki's config: each kind an allOf of a base member (`type: object`, `name` required)
+    and if/then's on `name`'s constants (each `{type: string, const}`), referenced as `allOf:
+    [{$ref}, {description}]`, one kind's `then` referring back. Our compiler merged the
+    referenced conditions pairwise (2^n ways) and inlined the described reference without end;
+    it refused the schema after 13 s. Now one choice and one rule: walked against jsonschema."""
+    described = lambda ref: {"allOf": [{"$ref": ref}, {"description": "the supplier"}]}  # noqa: E731
+    kinds = ["static", "upper", "file"]
+    supplier = {"allOf": [{"type": "object", "properties": {"name": {"type": "string", "enum": kinds}}, "required": ["name"]},
+                          *({"if": {"type": "object", "properties": {"name": {"type": "string", "const": k}}}, "then": {"$ref": f"#/$defs/{k}"}}
+                            for k in kinds)]}
+    kind = lambda name, props: {"type": "object", "required": ["name", *props], "additionalProperties": False,  # noqa: E731
+                                "properties": {"name": {"const": name}, **props}}
+    schema = {"$defs": {"supplier": supplier, "static": kind("static", {"value": {"type": "string"}}),
+                        "upper": kind("upper", {"of": described("#/$defs/supplier")}), "file": kind("file", {"path": {"type": "string"}})},
+              "type": "object", "properties": {"key": described("#/$defs/supplier")}, "required": ["key"], "additionalProperties": False}
+    compiled = compile_json_schema(schema, BYTES, backend=backend)
+    texts = ['{"key":{"name":"static","value":"v"}}', '{"key":{"name":"upper","of":{"name":"file","path":"p"}}}',
+             '{"key":{"name":"upper","of":{"name":"upper","of":{"name":"static","value":"v"}}}}', '{"key":{"name":"file","path":"p"}}',
+             '{"key":{"name":"static"}}', '{"key":{"name":"static","path":"p"}}', '{"key":{"name":"upper","of":{"name":"upper"}}}',
+             '{"key":{"name":"other","value":"v"}}', '{"key":{"value":"v"}}', '{"key":"static"}', '{"key":{"name":"file","path":1}}']
+    verdicts = [_valid(schema, t) for t in texts]
+    assert verdicts.count(True) == 4
+    for text, ok in zip(texts, verdicts):
+        assert _walk(compiled, schema, text) == ok, (backend, text)
 
 
 @pytest.mark.parametrize("branches", [

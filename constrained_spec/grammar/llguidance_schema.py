@@ -478,8 +478,48 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
             branches.append({"allOf": [option, *(o for o in others if o != {})]})
         return branches
 
+    def one_key_each(options: list, siblings: dict, negated: bool, path: str) -> list | None:
+        """A oneOf whose branches each require a key of their own and say nothing else (helm's
+        test-suite assertions, 26 kinds: `{"properties": {"equal": S}, "required": ["equal"]}`):
+        branch i holds where k_i is present and meets S_i, so "this one and no other" is k_i
+        meeting S_i and every other k_j absent or failing S_j. One object per branch, each
+        `not S_j` written once as a definition: negated whole, pairwise, the 650 negations made a
+        628 KB schema llguidance found too large. Objects only: a non-object meets every branch
+        (or, each saying `type: object`, none). None where the branches are not of that form or
+        a `not S_j` cannot be written."""
+        keys, values, typed = [], [], set()
+        for option in options:
+            shape = checks.deref(option)
+            if not isinstance(shape, dict) or set(shape) - _QUIET - {"properties", "required", "type"}:
+                return None
+            props = shape.get("properties")
+            if not isinstance(props, dict) or len(props) != 1 or shape.get("required") != list(props) or shape.get("type", "object") != "object":
+                return None
+            (key, value), = props.items()
+            if key in keys:
+                return None
+            keys.append(key)
+            values.append(value)
+            typed.add("type" in shape)
+        if len(typed) != 1 and siblings.get("type") != "object":
+            return None  # a non-object meets the untyped branches alone: exactly one where one is untyped
+        against = []
+        for j, value in enumerate(values):
+            where = pointer(path, "oneOf", j, "properties", keys[j])
+            negative = negation(value, {}, not negated, where, partial=True)
+            if negative is None:
+                return None
+            if isinstance(negative, dict):
+                name = f"constrained_spec_not{len(merged_defs)}"
+                merged_defs[name] = True  # taken before the rewrite, which may add definitions
+                merged_defs[name] = rewrite(negative, where, negated)
+                negative = {"$ref": f"#/$defs/{name}"}
+            against.append(negative)
+        return [{"type": "object", "required": [key], "properties": {k: values[i] if j == i else against[j] for j, k in enumerate(keys)}}
+                for i, key in enumerate(keys)]
+
     inlining: set[str] = set()
-    merged_defs: dict[str, Any] = {}  # name -> a cyclic reference merged with its siblings, rewritten
+    merged_defs: dict[str, Any] = {}  # name -> a cyclic reference merged with its siblings, rewritten; a branch's complement
     merged_names: dict[tuple, str] = {}
 
     direct: dict[str, set[str]] = {}  # reference -> the references its target applies (not its definitions)
@@ -727,7 +767,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         elif isinstance(one_of, list) and one_of and not disjoint(one_of, out) and objects_apart(one_of, out):
             out["type"] = "object"  # non-objects meet two branches or more: only objects meet one
         elif isinstance(one_of, list) and one_of and not disjoint(one_of, out):  # branch i and no other j
-            one_of = exclusive(one_of, out, not negated, path)
+            one_of = exclusive(one_of, out, not negated, path) or one_key_each(one_of, out, negated, path)
         if isinstance(one_of, list) and one_of:  # at most one branch can match
             del out["oneOf"]
             if "anyOf" in out:
@@ -913,11 +953,25 @@ def _decimal_reading_agrees(step: float) -> bool:
     return _decimal_places(step) is not None
 
 
+_NAME_MAPS = frozenset({"properties", "patternProperties", "dependentSchemas", "dependencies", "$defs", "definitions"})
+
+
 def _holds(node: Any, keyword: str) -> bool:
-    """Whether `keyword` appears anywhere in the schema `node`."""
-    if isinstance(node, dict):
-        return keyword in node or any(_holds(v, keyword) for v in node.values())
-    return isinstance(node, list) and any(_holds(v, keyword) for v in node)
+    """Whether `keyword` appears as a keyword anywhere in the schema `node` (a property named so
+    is not one, nor a key of a const: helm's test suite asserts with a `contains` property)."""
+    if isinstance(node, list):
+        return any(_holds(v, keyword) for v in node)
+    if not isinstance(node, dict):
+        return False
+    if keyword in node:
+        return True
+    for k, v in node.items():
+        if k in _NAME_MAPS and isinstance(v, dict):
+            if any(_holds(sub, keyword) for sub in v.values()):
+                return True
+        elif k not in _DATA and _holds(v, keyword):
+            return True
+    return False
 
 
 # where a narrower subschema makes a narrower whole (not under oneOf, not, if, or a condition)

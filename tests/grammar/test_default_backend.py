@@ -1037,6 +1037,60 @@ def test_described_references_to_discriminated_conditions_that_recur(backend):
         assert _walk(compiled, schema, text) == ok, (backend, text)
 
 
+_ASSERTION_KINDS = {  # helm's test suite: each assertion an object with one kind's key (26 there); no
+    # integers, whose complement ("a number with a fraction") llguidance cannot be told exactly
+    "equal": {"type": "object", "required": ["path", "value"], "properties": {"path": {"type": "string"}, "value": {}},
+              "additionalProperties": False},
+    "exists": {"type": "object", "properties": {"path": {"type": "string"}}, "additionalProperties": False},
+    "contains": {"type": "object", "required": ["content"], "properties": {"content": {}, "count": {"type": "number", "minimum": 0}}},
+    "isKind": {"type": "object", "required": ["of"], "properties": {"of": {"type": "string"}}},
+    "hasDocuments": {"type": "object", "required": ["count"], "properties": {"count": {"type": "string"}}},
+    "lengthEqual": {"type": "number", "minimum": 1},
+    "isNull": {"type": "boolean"},
+    "matchSnapshot": True,
+}
+
+
+@pytest.mark.parametrize("typed", ["none", "branches", "siblings"])
+def test_one_of_kinds_each_by_a_required_key_of_their_own(typed):
+    """A oneOf of eight kinds, each `{"properties": {k: S}, "required": [k]}`: exactly one kind's
+    key present and meeting its schema, every other kind's key absent or failing its own (so
+    `{"equal": ..., "isNull": 3}` is valid: isNull's branch fails). As pairwise negations of
+    whole branches (8 x 7) llguidance found helm's 26 kinds too large and our compiler refused
+    them after 5 s; now one object per kind on llguidance, each other key's schema negated once.
+    A kind's key named `contains` is a property, not the keyword. Walked against jsonschema."""
+    branch = lambda k, s: {"properties": {k: s}, "required": [k], **({"type": "object"} if typed == "branches" else {})}  # noqa: E731
+    schema = {"properties": {k: True for k in [*_ASSERTION_KINDS, "template"]}, "additionalProperties": False,
+              "oneOf": [branch(k, s) for k, s in _ASSERTION_KINDS.items()], **({"type": "object"} if typed == "siblings" else {})}
+    compiled = compile_json_schema(schema, BYTES)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    texts = ['{"equal":{"path":"a","value":1}}', '{"exists":{}}', '{"contains":{"content":[1]}}', '{"contains":{"content":1,"count":-1}}',
+             '{"lengthEqual":2,"template":"t"}', '{"lengthEqual":0}', '{"isNull":true}', '{"matchSnapshot":null}',
+             '{"equal":{"path":"a","value":1},"exists":{}}', '{"equal":{"path":"a","value":1},"isNull":3}', '{"isKind":{"of":"x"},"lengthEqual":0}',
+             '{"isKind":{"of":"x"},"matchSnapshot":1}', '{"exists":{"path":"p","x":1}}', '{"hasDocuments":{"count":2},"isNull":false}',
+             '{"template":"t"}', "{}", '{"other":1}', "3", '"equal"', "[]", "null"]
+    verdicts = [_valid(schema, text) for text in texts]
+    assert verdicts.count(True) >= 8 and verdicts.count(False) >= 8
+    for text, ok in zip(texts, verdicts):
+        assert _walk(compiled, schema, text) == ok, (typed, text)
+
+
+def test_one_of_kinds_by_key_where_one_is_untyped_stays_exact():
+    """One kind untyped, the others `type: object`, nothing beside: a non-object meets the
+    untyped kind alone, so it is valid; the one-object-per-kind writing would drop it, and is not
+    used. Three kinds are negated pairwise on llguidance: the `contains` property in a negated
+    branch is no `contains` keyword (taken for one, the negation was refused)."""
+    kinds = list(_ASSERTION_KINDS.items())[:3]
+    schema = {"oneOf": [{"properties": {k: s}, "required": [k], **({"type": "object"} if i else {})} for i, (k, s) in enumerate(kinds)]}
+    compiled = compile_json_schema(schema, BYTES)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    texts = ["3", '"s"', "[]", '{"equal":{"path":"a","value":1}}', '{"exists":{}}', '{"exists":{},"contains":{"content":1}}', "{}"]
+    verdicts = [_valid(schema, text) for text in texts]
+    assert verdicts[:3] == [True, True, True] and False in verdicts
+    for text, ok in zip(texts, verdicts):
+        assert _walk(compiled, schema, text) == ok, text
+
+
 @pytest.mark.parametrize("branches", [
     [{"properties": {"a": {"type": "integer"}}}, {"properties": {"b": {}, "c": {"type": "string"}}}],  # traefik's services
     [{"properties": {"a": {"type": "integer"}}}, {"properties": {"b": {}}, "required": ["b"]}],  # one branch alone takes {}

@@ -484,9 +484,10 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         branch i holds where k_i is present and meets S_i, so "this one and no other" is k_i
         meeting S_i and every other k_j absent or failing S_j. One object per branch, each
         `not S_j` written once as a definition: negated whole, pairwise, the 650 negations made a
-        628 KB schema llguidance found too large. Objects only: a non-object meets every branch
-        (or, each saying `type: object`, none). None where the branches are not of that form or
-        a `not S_j` cannot be written."""
+        628 KB schema llguidance found too large. Where `not S_j` cannot be written, k_j is
+        absent (a narrowing, listed). Objects only: a non-object meets every branch (or, each
+        saying `type: object`, none). None where the branches are not of that form, or under a
+        negation where a `not S_j` cannot be written (narrower there is wider)."""
         keys, values, typed = [], [], set()
         for option in options:
             shape = checks.deref(option)
@@ -507,8 +508,12 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         for j, value in enumerate(values):
             where = pointer(path, "oneOf", j, "properties", keys[j])
             negative = negation(value, {}, not negated, where, partial=True)
-            if negative is None:
+            if negative is None and negated:
                 return None
+            if negative is None:  # (a reference into a cycle: component_spec's predicates) the key absent
+                negative = False
+                if narrowed is not None:
+                    narrowed.setdefault(at(where), "beside another kind's key, this key only absent (its schema's complement is not expressible)")
             if isinstance(negative, dict):
                 name = f"constrained_spec_not{len(merged_defs)}"
                 merged_defs[name] = True  # taken before the rewrite, which may add definitions

@@ -1075,6 +1075,29 @@ def test_one_of_kinds_each_by_a_required_key_of_their_own(typed):
         assert _walk(compiled, schema, text) == ok, (typed, text)
 
 
+def test_one_of_kinds_by_key_through_a_cycle():
+    """component_spec's predicates: seven kinds by key, one kind's value the predicate itself.
+    `not predicate` cannot be written (a negation through a cycle), so beside another kind's key
+    that key is only absent: a narrowing, listed; everything accepted is valid, and everything
+    valid but the narrowed shape is accepted. (Keys in declared order: in a union's branches our
+    default backend keeps them so.) Walked against jsonschema."""
+    kind = lambda key, value: {"type": "object", "required": [key], "properties": {key: value}}  # noqa: E731
+    numbers = {"type": "array", "items": {"type": "number"}}
+    preds = {"type": "array", "items": {"$ref": "#/$defs/pred"}}
+    schema = {"$defs": {"pred": {"oneOf": [kind("==", numbers), kind("!=", numbers), kind("<", numbers), kind(">", numbers),
+                                           kind("and", preds), kind("or", preds), kind("not", {"$ref": "#/$defs/pred"})]}},
+              "$ref": "#/$defs/pred"}
+    compiled = compile_json_schema(schema, BYTES)
+    assert isinstance(engine_of(compiled), LLGuidanceGrammar)
+    narrowed = '{"==":[1],"not":5}'  # `not` fails its kind (5 is no predicate): valid, not generated
+    texts = ['{"==":[1,2]}', '{"and":[{"==":[1]},{"not":{"<":[]}}]}', '{"not":{"not":{"or":[]}}}', '{"==":5,"and":[]}', '{"!=":{},">":[2]}',
+             '{"==":[1],"and":[]}', '{"==":[1],"not":{"==":[]}}', '{"and":[{"==":[1],"or":[]}]}', '{"not":{}}', "{}", "[]", narrowed]
+    verdicts = [_valid(schema, text) for text in texts]
+    assert verdicts == [True] * 5 + [False] * 6 + [True]
+    for text, ok in zip(texts, verdicts):
+        assert _walk(compiled, schema, text) == (ok and text != narrowed), text
+
+
 def test_one_of_kinds_by_key_where_one_is_untyped_stays_exact():
     """One kind untyped, the others `type: object`, nothing beside: a non-object meets the
     untyped kind alone, so it is valid; the one-object-per-kind writing would drop it, and is not

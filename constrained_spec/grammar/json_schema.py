@@ -1326,8 +1326,8 @@ def _type_verdict(value: Any, schema: Any) -> bool | None:
     if not isinstance(schema, dict) or set(schema) != {"type"} or (isinstance(value, float) and value.is_integer()):
         return None
     types = [schema["type"]] if isinstance(schema["type"], str) else schema["type"]
-    if not isinstance(types, list) or not set(types) <= set(_TYPES):
-        return None
+    if not isinstance(types, list) or not all(isinstance(t, str) and t in _TYPES for t in types):
+        return None  # (draft 3 allowed schemas in a type list)
     kind = _json_type(value)
     return kind in types or (kind == "integer" and "number" in types)
 

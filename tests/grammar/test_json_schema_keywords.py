@@ -523,6 +523,7 @@ def test_enum_values_checked_against_a_type_without_jsonschema_agree_with_it():
                 assert expected == {verdict}, (kind, value)
     assert answered >= len(kinds) * (len(values) - 2)  # only 1.0 and -0.0 left to jsonschema
     assert _type_verdict(1, {"type": "integer", "minimum": 2}) is None and _type_verdict(1, {"type": "any"}) is None
+    assert _type_verdict("s", {"type": [{"type": "string"}]}) is None  # draft 3's schemas in a type list: jsonschema's to judge
 
 
 def test_generated_recursive_unions_never_accept_an_invalid_instance():

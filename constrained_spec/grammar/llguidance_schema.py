@@ -22,7 +22,7 @@ from typing import Any, Callable
 from .json_key_sets import pattern_keys
 from .json_refs import id_keywords
 from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, at, discriminated_conditions, enum_values, listed_names, name_keywords, pointer, written_text
-from .json_merge import DATA_KEYWORDS as _DATA, LEFT_OUT as _LEFT_OUT, keywords_mapped as _schema_keys_mapped
+from .json_merge import DATA_KEYWORDS as _DATA, LEFT_OUT as _LEFT_OUT, NAME_MAPS, keywords_mapped as _schema_keys_mapped
 from .json_negation import MAX_ONE_OF, complement
 from .json_schema import _json_type  # noqa: PLC2701 (the compiler's own reading of a value's type)
 from .json_subset import within
@@ -958,9 +958,6 @@ def _decimal_reading_agrees(step: float) -> bool:
     return _decimal_places(step) is not None
 
 
-_NAME_MAPS = frozenset({"properties", "patternProperties", "dependentSchemas", "dependencies", "$defs", "definitions"})
-
-
 def _holds(node: Any, keyword: str) -> bool:
     """Whether `keyword` appears as a keyword anywhere in the schema `node` (a property named so
     is not one, nor a key of a const: helm's test suite asserts with a `contains` property)."""
@@ -971,7 +968,7 @@ def _holds(node: Any, keyword: str) -> bool:
     if keyword in node:
         return True
     for k, v in node.items():
-        if k in _NAME_MAPS and isinstance(v, dict):
+        if k in NAME_MAPS and isinstance(v, dict):
             if any(_holds(sub, keyword) for sub in v.values()):
                 return True
         elif k not in _DATA and _holds(v, keyword):

@@ -165,8 +165,7 @@ class _Translator:
             return self.ref(s["$ref"], path)
         if set(s) == {"allOf"} and (lone := self.lone_reference(s["allOf"], path)):
             return self.ref(*lone)
-        discriminated_conditions(s)  # if/then on one key's constants: one choice, not 2^n
-        if "$ref" in s or "allOf" in s:
+        if "$ref" in s or "allOf" in s:  # (flatten reads if/then's on one key's constants as one choice)
             s = self.flatten(s, path, frozenset())
         return self.build(s, path)
 
@@ -228,7 +227,7 @@ class _Translator:
     def flatten(self, s: dict, path: str, seen: frozenset[str]) -> dict:
         """Resolve `$ref` (next to other keywords) and `allOf` into one merged schema."""
         s = dict(s)
-        discriminated_conditions(s)  # a referenced allOf of if/then's too: merged pairwise they make 2^n ways
+        discriminated_conditions(s)  # if/then on one key's constants, referenced ones too: one choice, not 2^n ways merged pairwise
         parts = [{k: v for k, v in s.items() if k not in ("$ref", "allOf")}]
         subs = [(pointer(path, "$ref"), {"$ref": s["$ref"]})] if "$ref" in s else []
         all_of = s.get("allOf", [])

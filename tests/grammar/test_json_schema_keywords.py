@@ -526,6 +526,42 @@ def test_enum_values_checked_against_a_type_without_jsonschema_agree_with_it():
     assert _type_verdict("s", {"type": [{"type": "string"}]}) is None  # draft 3's schemas in a type list: jsonschema's to judge
 
 
+def test_enum_filters_of_string_keywords_and_other_kinds_keywords_equal_jsonschema():
+    """A string's pattern / minLength / maxLength, keywords of another kind of instance than the
+    value's, and annotations are judged without jsonschema (yippee-ki's enum beside a pattern paid
+    jsonschema's 2.6 s import on a first compile); every verdict given equals draft 4's and
+    2020-12's on 13 values x 16 schemas, and what is left (format, unknown keywords, a number's
+    bounds, bad patterns) is left to jsonschema."""
+    from constrained_spec.grammar.json_schema import _type_verdict
+
+    values = ["", "a", "ab", "abc", "é", "日本", "x1", "$.a", "\n", 3, 2.5, ["a"], {"a": "b"}]
+    schemas = [
+        {"pattern": "^a"}, {"pattern": "b"}, {"pattern": "^[a-z]+$"}, {"pattern": "\\d"},
+        {"type": "string", "minLength": 2}, {"type": "string", "maxLength": 1}, {"minLength": 1, "maxLength": 2},
+        {"type": "string", "pattern": "^[$@]\\.", "description": "a path"},
+        {"type": "string", "additionalItems": False, "minItems": 3, "title": "t"},
+        {"type": ["string", "array"], "minItems": 2, "items": {"type": "integer"}},
+        {"required": ["b"], "properties": {"a": {"type": "integer"}}, "maxLength": 2},
+        {"minimum": 5, "pattern": "^a", "examples": ["a"]},
+        {"type": "number", "multipleOf": 2},
+        {"type": "integer", "maximum": 1, "default": 0},
+        {"type": "object", "minProperties": 2},
+        {"$comment": "c", "deprecated": True, "readOnly": True, "writeOnly": False},
+    ]
+    answered = 0
+    for schema in schemas:
+        for value in values:
+            verdict = _type_verdict(value, schema)
+            expected = {jsonschema.Draft4Validator(schema).is_valid(value), jsonschema.Draft202012Validator(schema).is_valid(value)}
+            if verdict is not None:
+                answered += 1
+                assert expected == {verdict}, (schema, value)
+    assert answered >= 150  # of 208: the rest are a number's or an object's own keywords
+    for value, schema in [("a", {"format": "date"}), ("a", {"x-vendor": 1}), (3, {"minimum": 1}), ("a", {"pattern": "("}),
+                          ("a", {"minLength": 1.5}), ({"a": 1}, {"required": ["a"]}), ("a", {"enum": ["a"]})]:
+        assert _type_verdict(value, schema) is None, (value, schema)
+
+
 def test_generated_recursive_unions_never_accept_an_invalid_instance():
     """Generated differential (seeded, 40 schemas x 12 texts, native compiler, byte vocabulary):
     recursive anyOf/oneOf of 2-3 object branches told apart by a const (the Lark path; options

@@ -193,9 +193,12 @@ def _closers_by_string(vocab: Vocabulary, in_string: bool) -> tuple[list[int], d
 
 
 @lru_cache(maxsize=4096)
-def _keys_raw(keys: frozenset) -> list[bytes]:
-    """An object's keys as UTF-8 bytes, sorted: those a typed key may still become are one bisection away."""
-    return sorted(name.encode("utf-8") for name in keys)
+def _keys_raw(keys: frozenset) -> tuple[list[bytes], bool]:
+    """An object's keys as UTF-8 bytes, sorted (those a typed key may still become are one
+    bisection away), and whether each is written without escapes (no `"`, backslash or control
+    character)."""
+    raws = sorted(name.encode("utf-8") for name in keys)
+    return raws, all(b'"' not in raw and b"\\" not in raw and min(raw, default=32) >= 32 for raw in raws)
 
 
 @lru_cache(maxsize=8)
@@ -209,15 +212,16 @@ def _by_text_before_quote(vocab: Vocabulary) -> dict[bytes, list[int]]:
     return found
 
 
-@lru_cache(maxsize=4096)
-def _closing_tokens(keys: frozenset, typed: bytes, vocab: Vocabulary) -> tuple[int, ...] | None:
+def _closing_tokens(keys: frozenset, typed: bytes, by_text: dict[bytes, list[int]]) -> tuple[int, ...] | None:
     """Inside a key typed so far as `typed` (no escape): the tokens that start with the rest of a
-    key in `keys` and its closing quote. None where such a key needs escapes to be written."""
-    tokens, closing = _by_text_before_quote(vocab), []
-    for raw in extending(_keys_raw(keys), typed):
-        if b'"' in raw or b"\\" in raw or min(raw, default=32) < 32:
-            return None
-        closing += tokens.get(raw[len(typed):], ())
+    key in `keys` and its closing quote (by_text: _by_text_before_quote). None where such a key
+    needs escapes to be written."""
+    raws, plain = _keys_raw(keys)
+    if not plain:
+        return None
+    closing: list[int] = []
+    for raw in extending(raws, typed):
+        closing += by_text.get(raw[len(typed):], ())
     return tuple(closing)
 
 
@@ -241,7 +245,10 @@ class UniqueKeysGrammar:
         self._closers = _quote_tokens(vocab)
         self._closer_strings = (_closers_by_string(vocab, False), _closers_by_string(vocab, True))
         self._escaped = _escaped_closers(vocab)
-        _by_text_before_quote(vocab)  # built now, not at the first key's mask
+        self._by_text = _by_text_before_quote(vocab)  # built now, not at the first key's mask
+        # _closing_tokens by (keys, typed): a key's masks on one object ask again (an lru_cache keyed
+        # by the vocabulary cost a microsecond a mask in hashing and comparing it)
+        self.closing_memo: dict[tuple[frozenset, bytes], tuple[int, ...] | None] = {}
         self._escaped_on = [t for t in self._escaped if vocab.token_bytes[t].count(b'"') > 1]  # a quote after the close
 
     @property
@@ -377,7 +384,12 @@ class UniqueKeysMatcher(TrackingMatcher):
         as one of `keys`, i.e. start with an earlier key's remaining bytes and its quote (a
         bisection in the sorted vocabulary per such key), and check the few tokens that could
         close it through an escape. False (nothing done) where a key needs escapes to be written."""
-        closing = _closing_tokens(keys, typed, self._grammar.vocab)
+        memo = self._grammar.closing_memo
+        closing = memo.get((keys, typed), False)
+        if closing is False:
+            if len(memo) >= 4096:
+                memo.clear()
+            closing = memo[keys, typed] = _closing_tokens(keys, typed, self._grammar._by_text)
         if closing is None:
             return False  # written with escapes: the general path compares decoded keys
         for token_id in closing:

@@ -35,7 +35,8 @@ __all__ = [
 
 # "default": JSON schemas through llguidance when it is installed and accepts the schema (1-5 ms to
 # compile, exact), else through our own compiler, whose refusal (naming keyword and pointer) is the
-# one raised; every other constraint through our own compiler. "native": our compiler only
+# one raised; every other constraint through our own compiler, a large regex (REGEX_INDEX_MAX_CHARS)
+# on llguidance's lazy regex engine. "native": our compiler only
 # (outlines-core regex path or our Lark engine). "llguidance": llguidance only.
 BACKENDS = ("default", "native", "llguidance")
 log = logging.getLogger(__name__)
@@ -142,21 +143,46 @@ def _check(vocab: Any, backend: str) -> None:
 # object (a 200-member object, 26,487 characters: 46 s as a regex, 79 s on Lark), hence a limit
 # well above such objects.
 REGEX_PATH_MAX_CHARS = 50_000
+# Past this size (and below REGEX_PATH_MAX_CHARS) the default backend hands a regular grammar's
+# regex to llguidance's lazy regex engine: ~1 ms to compile where outlines-core's index took 3-5 s
+# (sp_209's 3,864 characters, 3,131 states; o67457's 12,470), masks a few us (first visits of a
+# state more). Not where the regex counts a repetition of more than one character class past
+# LAZY_REPEAT_MAX: llguidance's lexer budget can run out mid-generation on those (words under a
+# maxLength of 5000: an error at a mask, where the index is exact).
+REGEX_INDEX_MAX_CHARS = 2_000
+LAZY_REPEAT_MAX = 100
+_COUNTED = re.compile(r"\{\d*,?(\d+)\}")
+_CLASS = r"\[(?:[^\]\\]|\\.)*\]"
+_CLASS_COUNTED = re.compile(rf"(?:\(\?:{_CLASS}\)|{_CLASS})\{{\d*,?\d+\}}")  # `[^"\\]{1,128}`: one class, counted
 # Under `split_above`, a part whose regex passes this many characters is not one terminal.
 TERMINAL_MAX_CHARS = 2_000
 # A recursive grammar is written split first where that is at most this share of the whole text.
 SPLIT_FIRST_SHARE = 0.8
 
 
-def _from_ir(grammar: Grammar, vocab: Vocabulary) -> CompiledGrammar:
+def _regular(regex: str, vocab: Vocabulary, lazy: bool) -> CompiledGrammar:
+    """A regex's constraint: outlines-core's index (every state's mask built at compile), or with
+    `lazy` (the default backend) llguidance's regex engine where the index would be large."""
+    if lazy and len(regex) > REGEX_INDEX_MAX_CHARS and all(int(m) <= LAZY_REPEAT_MAX for m in _COUNTED.findall(_CLASS_COUNTED.sub("", regex))):
+        from .llguidance_backend import compile_llguidance
+
+        try:
+            return compile_llguidance("regex", regex, vocab)
+        except GrammarError as exc:  # a construct llguidance does not read: the index
+            log.info("llguidance refused a %d-character regex (%s); indexing it", len(regex), str(exc)[:100])
+    return CompiledRegex(regex, vocab)
+
+
+def _from_ir(grammar: Grammar, vocab: Vocabulary, lazy: bool = False) -> CompiledGrammar:
     """Regex path when the grammar is regular and small, the Lark (CFG) engine when it recurses
-    or is large (then regular parts are split into terminals of at most TERMINAL_MAX_CHARS)."""
+    or is large (then regular parts are split into terminals of at most TERMINAL_MAX_CHARS).
+    lazy: the default backend (a large regex on llguidance's regex engine, `_regular`)."""
     regex, regular = None, True
     try:
         with deep_recursion():
             regex = grammar.to_regex()
         if len(regex) <= REGEX_PATH_MAX_CHARS:
-            return CompiledRegex(regex, vocab)
+            return _regular(regex, vocab, lazy)
     except RecursiveGrammar:
         regular = False
     except GrammarTooLarge:  # regular, but only the Lark engine, split, can take it
@@ -251,7 +277,7 @@ def compile_regex(pattern: str, vocab: Vocabulary, backend: str = "default") -> 
         from .llguidance_backend import compile_llguidance
 
         return _cached(("regex", pattern, vocab.fingerprint, backend), lambda: compile_llguidance("regex", pattern, vocab))
-    return _cached(("regex", pattern, vocab.fingerprint, backend), lambda: CompiledRegex(pattern, vocab))
+    return _cached(("regex", pattern, vocab.fingerprint, backend), lambda: _regular(pattern, vocab, backend == "default"))
 
 
 def compile_json_schema(
@@ -317,7 +343,7 @@ def compile_json_schema(
         grammar = schema_to_grammar(schema_dict, whitespace, strict, closed, unique_items)
         if any(frame):
             grammar = dataclasses.replace(grammar, root=seq(Lit(frame[0]), grammar.root, Lit(frame[1])))
-        compiled = _from_ir(grammar, vocab)
+        compiled = _from_ir(grammar, vocab, lazy=backend == "default")
         if not unique_items:
             return compiled
         from .unique_items import UniqueItemsGrammar  # uniqueItems on top, exactly
@@ -566,7 +592,7 @@ def compile_ir(grammar: Grammar, vocab: Vocabulary, backend: str = "default") ->
         from .llguidance_backend import compile_llguidance
 
         return _cached(key, lambda: compile_llguidance("lark", grammar.to_lark(), vocab))
-    return _cached(key, lambda: _from_ir(grammar, vocab))
+    return _cached(key, lambda: _from_ir(grammar, vocab, lazy=backend == "default"))
 
 
 def compile(

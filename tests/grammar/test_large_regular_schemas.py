@@ -12,6 +12,7 @@ import itertools
 import pytest
 
 from constrained_spec.grammar import compile_json_schema, compiler
+from constrained_spec.grammar.compiler import compile_ir
 from constrained_spec.grammar.json_ir import GrammarTooLarge
 from constrained_spec.grammar.json_schema import schema_to_grammar
 from constrained_spec.grammar.lark_engine import LarkGrammar
@@ -56,6 +57,38 @@ def test_a_large_regular_schema_compiles_on_the_lark_engine_exactly(monkeypatch)
         accepted += valid
     assert 0 < accepted < len(texts)
     assert not _walk(compiled, schema, '{"p1":"a","p0":"alpha0"}')  # keys out of declared order: not written so
+
+
+def test_a_large_regex_goes_to_llguidances_lazy_regex_engine_on_the_default_backend():
+    """A regular grammar whose regex passes compiler.REGEX_INDEX_MAX_CHARS: outlines-core's index
+    (every state's mask at compile) took 3-5 s on two JSONSchemaBench schemas; the default backend
+    gives the regex to llguidance's lazy regex engine, native keeps the index. Here a wide object
+    with propertyNames (which llguidance's JSON schema does not read, so our compiler writes it):
+    both engines accept exactly the valid texts (jsonschema); a group counted past
+    LAZY_REPEAT_MAX stays on the index (llguidance's lexer budget), a class counted does not."""
+    from constrained_spec.grammar.llguidance_backend import LLGuidanceGrammar
+    from constrained_spec.grammar.regex_backend import CompiledRegex
+
+    schema = dict(_wide_object(20), propertyNames={"pattern": "^p[0-9]+$"})
+    assert len(schema_to_grammar(schema).to_regex()) > compiler.REGEX_INDEX_MAX_CHARS
+    lazy = compile_json_schema(schema, BYTES)
+    indexed = compile_json_schema(schema, BYTES, backend="native")
+    assert isinstance(engine_of(lazy), LLGuidanceGrammar) and isinstance(engine_of(indexed), CompiledRegex)
+    texts = ['{"p0":"alpha0"}', '{"p0":"alpha0","p1":"abc","p2":-2,"p3":["alpha"]}', '{"p0":"beta0","p14":-14,"p15":[]}',
+             '{"p0":"alpha1"}', '{"p1":"ab"}', '{"p0":"alpha0","p2":-3}', '{"p0":"alpha0","p3":["zeta"]}', "{}",
+             '{"p0":"alpha0","p1":"abcdefgh"}', '{"p0":"alpha0",', '{"p0":"alpha0","p20":1}']
+    accepted = 0
+    for text in texts:
+        valid = _valid(schema, text)
+        assert _walk(lazy, schema, text) == valid == _walk(indexed, schema, text), text
+        accepted += valid
+    assert 0 < accepted < len(texts)
+    words = dict(schema, properties={f"p{i}": {"type": "string", "pattern": "^(ab|cd){1,150}$"} for i in range(48)})
+    assert len(schema_to_grammar(words).to_regex()) > compiler.REGEX_INDEX_MAX_CHARS
+    assert isinstance(compile_ir(schema_to_grammar(words), BYTES), CompiledRegex)  # (the IR's engines: llguidance takes these schemas whole)
+    classes = dict(schema, properties={f"p{i}": {"type": "string", "maxLength": 150} for i in range(60)})
+    assert len(schema_to_grammar(classes).to_regex()) > compiler.REGEX_INDEX_MAX_CHARS
+    assert isinstance(compile_ir(schema_to_grammar(classes), BYTES), LLGuidanceGrammar)
 
 
 def test_a_regular_schema_past_the_regex_limit_compiles():

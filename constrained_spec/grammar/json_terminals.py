@@ -108,6 +108,12 @@ FORMATS["json-pointer"] = _POINTER
 FORMATS["relative-json-pointer"] = rf"(?:0|[1-9]+0?)(?:#|{_POINTER})"
 
 
+# a counted repetition re.compile accepts: {m}, {m,}, and {m,n} with m <= n (one-digit m below a
+# one-digit n or any n of two or three digits, two-digit m below any three-digit n; {16,3} is an error)
+_COUNT = (r"\{(?:[0-9]{1,3},?|[0-9],[1-9][0-9]{1,2}|[1-9][0-9],[1-9][0-9]{2}|"
+          + "|".join(f"{m},[{m}-9]" for m in range(10)) + r")\}")
+
+
 def _regex_format(backslash: str) -> str:
     """Python regexes that re.compile accepts (what format checkers run), as a regular subset:
     literals, escapes, classes, quantifiers, anchors and groups two deep. `backslash`: the
@@ -116,9 +122,9 @@ def _regex_format(backslash: str) -> str:
     item = r"(?:[A-Za-z0-9 _,:;@#%=!'<>.*+?(){}|$/]|a-z|A-Z|0-9|" + backslash + r"[dDwWsS.\-\]\[/])"
     atom = rf"(?:[A-Za-z0-9 _\-,:;/@#%&=~!'<>.]|{escape}|\[\^?-?{item}+-?\])"
     for _ in range(2):  # a group holds the atoms one level down
-        alternatives = rf"(?:{atom}(?:[*+?]|\{{[0-9]{{1,3}},?\}})?\??|\^|\$)*"
+        alternatives = rf"(?:{atom}(?:[*+?]|{_COUNT})?\??|\^|\$)*"
         atom = rf"(?:{atom}|\((?:\?:)?{alternatives}(?:\|{alternatives})*\))"
-    branch = rf"(?:{atom}(?:[*+?]|\{{[0-9]{{1,3}},?\}})?\??|\^|\$)*"
+    branch = rf"(?:{atom}(?:[*+?]|{_COUNT})?\??|\^|\$)*"
     return rf"{branch}(?:\|{branch})*"
 
 

@@ -49,7 +49,8 @@ def test_every_value_of_the_pattern_passes_the_checker(fmt):
 
 
 NEAR_MISSES = [
-    ("regex", ["a**", "^*", "[z-a]", "(", "x{3,1}"], ["^[a-z0-9-]+$", "^\\d{3}\\.(foo|bar)?$", "\\\\", "(?:a|(b|c)+)*?"]),
+    ("regex", ["a**", "^*", "[z-a]", "(", "x{3,1}", "x{5,03}", "x{9,8}", "x{20,19}"],
+     ["^[a-z0-9-]+$", "^\\d{3}\\.(foo|bar)?$", "\\\\", "(?:a|(b|c)+)*?", "^[a-zA-Z0-9_]{3,16}$", "a{0,9}", "(ab){2,100}?", "x{4,4}", "x{12,100}"]),
     ("json-pointer", ["a", "/a~2", "~0"], ["", "/a", "/a~1b/0"]),
     ("relative-json-pointer", ["01", "#", "/a", "709"], ["0", "1#", "2/a/b", "10"]),
     ("idn-hostname", ["ab--cd.com", "-a", "a-"], ["example.com", "a-b.c0"]),

@@ -114,13 +114,14 @@ _COUNT = (r"\{(?:[0-9]{1,3},?|[0-9],[1-9][0-9]{1,2}|[1-9][0-9],[1-9][0-9]{2}|"
           + "|".join(f"{m},[{m}-9]" for m in range(10)) + r")\}")
 
 
-def _regex_format(backslash: str) -> str:
+def _regex_format(backslash: str, quote: str) -> str:
     """Python regexes that re.compile accepts (what format checkers run), as a regular subset:
-    literals, escapes, classes, quantifiers, anchors and groups two deep. `backslash`: the
-    regex for one backslash of the value (it is two characters in JSON text)."""
+    literals, escapes, classes, quantifiers, anchors and groups two deep. `backslash` and
+    `quote`: the regexes for one backslash and one `"` of the value (each is two characters in
+    JSON text: `['\\"]` is a class of quotes)."""
     escape = backslash + r"(?:[.*+?()\[\]{}|^$/dDwWsSntr\-]|" + backslash + ")"
-    item = r"(?:[A-Za-z0-9 _,:;@#%=!'<>.*+?(){}|$/]|a-z|A-Z|0-9|" + backslash + r"[dDwWsS.\-\]\[/])"
-    atom = rf"(?:[A-Za-z0-9 _\-,:;/@#%&=~!'<>.]|{escape}|\[\^?-?{item}+-?\])"
+    item = rf"(?:[A-Za-z0-9 _,:;@#%=!'<>.*+?(){{}}|$/]|{quote}|a-z|A-Z|0-9|" + backslash + r"[dDwWsS.\-\]\[/])"
+    atom = rf"(?:[A-Za-z0-9 _\-,:;/@#%&=~!'<>.]|{quote}|{escape}|\[\^?-?{item}+-?\])"
     for _ in range(2):  # a group holds the atoms one level down
         alternatives = rf"(?:{atom}(?:[*+?]|{_COUNT})?\??|\^|\$)*"
         atom = rf"(?:{atom}|\((?:\?:)?{alternatives}(?:\|{alternatives})*\))"
@@ -128,9 +129,9 @@ def _regex_format(backslash: str) -> str:
     return rf"{branch}(?:\|{branch})*"
 
 
-FORMATS["regex"] = _regex_format(r'\\\\')
+FORMATS["regex"] = _regex_format(r'\\\\', r'\\"')
 # the same formats as patterns over the decoded string (what a JSON-schema `pattern` reads)
-FORMAT_PATTERNS = {**FORMATS, "regex": _regex_format(r"\\")}
+FORMAT_PATTERNS = {**FORMATS, "regex": _regex_format(r"\\", '"')}
 
 
 def _same_length(lo: str, hi: str) -> str:

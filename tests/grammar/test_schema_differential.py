@@ -43,7 +43,7 @@ from constrained_spec.grammar.compiler import clear_cache, lark_of_ir
 from constrained_spec.grammar.json_schema import ONE_OF_NARROWED, schema_to_grammar
 from constrained_spec.grammar.json_terminals import FORMAT_PATTERNS
 from constrained_spec.grammar.json_unevaluated import unevaluated_as_additional
-from constrained_spec.grammar.llguidance_backend import LLGuidanceGrammar
+from constrained_spec.grammar.llguidance_backend import LLGuidanceGrammar, compile_llguidance
 from constrained_spec.grammar.llguidance_schema import NEGATION_NARROWED, llguidance_schema
 from constrained_spec.grammar.regex_backend import CompiledRegex
 from constrained_spec.grammar.unique_items import UniqueItemsGrammar
@@ -140,6 +140,13 @@ class Harness:
             default = compile_json_schema(schema, self.vocab, backend="native")
             name = "regex" if isinstance(engine_of(default), CompiledRegex) else "lark"
             engines[name] = default
+            if name == "regex":  # the same regex on llguidance's lazy regex engine (the default
+                # backend's past compiler.REGEX_INDEX_MAX_CHARS), here at every size
+                try:  # (refused, the default backend indexes it: compiler._regular)
+                    lazy = compile_llguidance("regex", engine_of(default).pattern, self.vocab)
+                    engines["regex-lazy"] = UniqueItemsGrammar(lazy, self.vocab, schema) if isinstance(default, UniqueItemsGrammar) else lazy
+                except GrammarError:
+                    self.stats["refused regex-lazy"] += 1
             # the same grammar on the Lark path (uniqueItems on top as there): for a regular
             # schema whole, or for every other schema written part by part, as a regular grammar
             # too large for the regex path is (compiler.REGEX_PATH_MAX_CHARS), at a small enough
@@ -422,6 +429,8 @@ def test_generated_schemas(harness):
     # the family must exercise the engines, not be refused wholesale
     assert seen["compiled"] >= examples // 3, seen
     assert seen["valid draws"] >= examples // 2, seen
+    # the default backend's lazy regex engine, checked wherever the regex path is
+    assert 0 < harness.stats["compiled regex"] <= 2 * harness.stats["compiled regex-lazy"], dict(harness.stats)
 
 
 def test_negated_object_schemas(harness):

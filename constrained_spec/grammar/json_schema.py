@@ -1320,7 +1320,7 @@ def _json_type(value: Any) -> str:
 # Keywords that constrain one kind of instance only, and those that validate nothing: beside them
 # a value of another kind is judged by `type` alone.
 _ONLY_FOR = {
-    "string": ("pattern", "minLength", "maxLength", "format", "contentEncoding", "contentMediaType"),
+    "string": ("pattern", "minLength", "maxLength", "format"),
     "array": ("items", "additionalItems", "prefixItems", "minItems", "maxItems", "uniqueItems", "contains",
               "minContains", "maxContains", "unevaluatedItems"),
     "object": ("properties", "patternProperties", "additionalProperties", "required", "minProperties",
@@ -1329,8 +1329,7 @@ _ONLY_FOR = {
     "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
 }
 _KIND_OF_KEYWORD = {keyword: kind for kind, keywords in _ONLY_FOR.items() for keyword in keywords}
-_ANNOTATIONS = frozenset(("title", "description", "default", "examples", "$comment", "deprecated", "readOnly",
-                          "writeOnly"))
+_VALIDATE_NOTHING = ANNOTATIONS | {"$comment"}  # (no draft's validator reads any of them)
 
 
 def _type_verdict(value: Any, schema: Any) -> bool | None:
@@ -1345,7 +1344,7 @@ def _type_verdict(value: Any, schema: Any) -> bool | None:
     kind = _json_type(value)
     own_kind = "number" if kind == "integer" else kind
     for keyword in schema:
-        if keyword != "type" and keyword not in _ANNOTATIONS and _KIND_OF_KEYWORD.get(keyword, own_kind) == own_kind:
+        if keyword != "type" and keyword not in _VALIDATE_NOTHING and _KIND_OF_KEYWORD.get(keyword, own_kind) == own_kind:
             if kind != "string" or keyword not in ("pattern", "minLength", "maxLength"):
                 return None
     if "type" in schema:

@@ -1317,18 +1317,10 @@ def _json_type(value: Any) -> str:
     return {float: "number", str: "string", list: "array", dict: "object"}.get(type(value), "unknown")
 
 
-# Keywords that constrain one kind of instance only, and those that validate nothing: beside them
-# a value of another kind is judged by `type` alone.
-_ONLY_FOR = {
-    "string": ("pattern", "minLength", "maxLength", "format"),
-    "array": ("items", "additionalItems", "prefixItems", "minItems", "maxItems", "uniqueItems", "contains",
-              "minContains", "maxContains", "unevaluatedItems"),
-    "object": ("properties", "patternProperties", "additionalProperties", "required", "minProperties",
-               "maxProperties", "dependencies", "dependentRequired", "dependentSchemas", "propertyNames",
-               "unevaluatedProperties"),
-    "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
-}
-_KIND_OF_KEYWORD = {keyword: kind for kind, keywords in _ONLY_FOR.items() for keyword in keywords}
+# The kind of instance each keyword constrains (json_negation's table, with the keywords it does
+# not negate): beside them a value of another kind is judged by `type` alone.
+_KIND_OF_KEYWORD = {**APPLIES, "format": "string", "additionalItems": "array", "unevaluatedItems": "array",
+                    "dependencies": "object", "unevaluatedProperties": "object"}
 _VALIDATE_NOTHING = ANNOTATIONS | {"$comment"}  # (no draft's validator reads any of them)
 
 

@@ -202,18 +202,20 @@ class _Planner:
             self._signatures[id(schema)] = _signature(schema)
         return self._signatures[id(schema)]
 
-    def freeable(self, node: dict, key: str, twice: set[str], declarers: dict[str, dict]) -> bool:
+    def freeable(self, node: dict, key: str, falsified: set[str], declarers: dict[str, list[dict]]) -> bool:
         """Whether `node`'s required `key` may move: the node is fixed (the required-keys tracker
-        knows every object it applies to), one member of the family declares the key (the node
-        itself, its `$ref` target, an allOf part: `declarers`) with a satisfiable schema, and
-        neither bounds key names (a required key left unwritable would keep an object open
-        forever). Where another member declares it, that member's move frees it (`lent`)."""
-        owner = declarers.get(key)
-        if (id(node) not in self.fixed or owner is None or key in twice or owner["properties"][key] is False
-                or "propertyNames" in node or "propertyNames" in owner):
+        knows every object it applies to), members of the family declare the key (the node
+        itself, its `$ref` target, allOf parts, a branch: `declarers`), none as `false`,
+        and none bounds key names (a required key left unwritable would keep an object open
+        forever). It moves only where every member declaring it moves it (`lent`, checked once
+        the plan is done): one still declared could no longer be written after a later key."""
+        owners = declarers.get(key)
+        if (id(node) not in self.fixed or not owners or key in falsified or "propertyNames" in node
+                or any("propertyNames" in owner for owner in owners)):
             return False
-        if owner is not node:
-            self.lent.setdefault(id(node), {}).setdefault(key, []).append(owner)
+        for owner in owners:
+            if owner is not node:
+                self.lent.setdefault(id(node), {}).setdefault(key, []).append(owner)
         return True
 
     def moves(self, node: dict, key: str) -> bool:
@@ -291,18 +293,19 @@ class _Planner:
         declared: set[str] = set()
         twice: set[str] = set()
         falsified: set[str] = set()  # declared `false` by some member: never written, never freed
-        declarers: dict[str, dict] = {}
+        declarers: dict[str, list[dict]] = {}
         for m in members:  # a key two members declare keeps a pattern of its own (llguidance merges equal patterns only)
             props = m["properties"] if isinstance(m.get("properties"), dict) else {}
             names = {k for k, v in props.items() if v is not False}  # `false` beside a schema: nothing to merge
             falsified |= set(props) - names
             twice |= declared & names
             declared |= set(props)
-            declarers.update((name, m) for name in props)
+            for name in props:
+                declarers.setdefault(name, []).append(m)
         self.merged |= twice
         every = {k for m in members if isinstance(m.get("required"), list) for k in m["required"] if isinstance(k, str)}
         required = {k for m in members if isinstance(m.get("required"), list) for k in m["required"]
-                    if isinstance(k, str) and not self.freeable(m, k, twice | falsified, declarers)}
+                    if isinstance(k, str) and not self.freeable(m, k, falsified, declarers)}
         # none moves where llguidance writes a required undeclared key (before every pattern), and
         # in a closed object whose declared keys are all required (OpenAI's strict tools): there
         # they stay in schema order, forced text the forced proposer drafts at no model cost
@@ -687,8 +690,9 @@ def any_order(spec: Any, released: Released | None = None, lift: bool = True) ->
                           if k != "properties" or name in staying}  # moved keys are rebuilt below
         if released is not None and id(node) in planner.fixed and isinstance(node.get("required"), list):
             lent = planner.lent.get(id(node), {})
-            freed = frozenset(k for k in node["required"] if isinstance(k, str) and (
-                k in moved or any(planner.moves(owner, k) for owner in lent.get(k, ()))))
+            declared = set(names)
+            freed = frozenset(k for k in node["required"] if isinstance(k, str) and (k in moved or k not in declared)
+                              and (k in declared or k in lent) and all(planner.moves(owner, k) for owner in lent.get(k, ())))
             if freed:  # enforced by the tracker from here on
                 released.freed[id(node)] = freed
                 out["required"] = [k for k in node["required"] if k not in freed]

@@ -102,6 +102,42 @@ def test_closed_objects_with_an_endless_pattern_move_like_open_ones(smollm2_toke
     assert any_order(digits, Released()) is digits
 
 
+@pytest.mark.parametrize("where", ["allOf", "anyOf"])
+def test_a_required_key_two_members_declare_moves_where_both_move_it(where, smollm2_tokenizer, smollm2_vocab):
+    """libman's root: `libs` required and declared by the node and by a part (allOf) or a branch
+    (anyOf) that narrows its value. Both declarations move to the same exact pattern, which
+    llguidance merges, and the tracker keeps the requirement: `version` may come first. Where
+    the part keeps `libs` declared (a later key of its own stays declared: a pattern matches
+    it), `libs` stays required in schema order (freed, it could not be written after `zeta`)."""
+    part = {"properties": {"libs": {"maxItems": 2}}}
+    schema = {"type": "object", "properties": {"libs": {"type": "array", "items": {"type": "integer"}}, "version": {"enum": ["1.0"]}},
+              "required": ["libs"], where: [part] if where == "allOf" else [part, {"properties": {"other": {"type": "string"}}}]}
+    compiled = compile_json_schema(schema, smollm2_vocab)
+    assert isinstance(compiled, RequiredKeysGrammar)
+    validator = jsonschema.Draft202012Validator(schema)
+    valid = ['{"version":"1.0","libs":[1]}', '{"libs":[1,2],"version":"1.0"}', '{"libs":[]}']
+    invalid = ['{"version":"1.0"}', '{}', '{"libs":["a"],"version":"1.0"}', '{"version":"1.0","libs":[1],"libs":[2]}']
+    if where == "allOf":
+        invalid.append('{"version":"1.0","libs":[1,2,3]}')
+    else:
+        valid += ['{"version":"1.0","other":"x","libs":[1,2,3]}']
+    for text in valid:
+        assert validator.is_valid(json.loads(text)) and _accepts(compiled, smollm2_tokenizer, smollm2_vocab, text), text
+    for text in invalid:
+        assert not _accepts(compiled, smollm2_tokenizer, smollm2_vocab, text), text
+    kept = dict(schema, **{where: [{"properties": {"libs": {"maxItems": 2}, "zeta": {"type": "integer"}}, "patternProperties": {"^z": {}}}]})
+    released = Released()
+    reordered = any_order(kept, released)
+    assert reordered["required"] == ["libs"] and not released.freed
+    assert "libs" in reordered[where][0]["properties"]
+    kept_compiled = compile_json_schema(kept, smollm2_vocab)
+    kept_validator = jsonschema.Draft202012Validator(kept)
+    for text in ['{"libs":[1],"zeta":2}', '{"libs":[1],"version":"1.0","zeta":2}']:
+        assert kept_validator.is_valid(json.loads(text)) and _accepts(kept_compiled, smollm2_tokenizer, smollm2_vocab, text), text
+    for text in ['{"zeta":2}', '{"version":"1.0"}', '{"libs":[1,2,3],"zeta":2}']:
+        assert not _accepts(kept_compiled, smollm2_tokenizer, smollm2_vocab, text), text
+
+
 def test_a_missing_key_leaves_the_object_open_not_stuck(smollm2_tokenizer, smollm2_vocab):
     """After `{"name":"a"` the `}` is refused, EOS too, and `,` is allowed (the missing key can
     still come); fork and rollback keep the tracker in step with the wrapped matcher."""
@@ -499,7 +535,8 @@ def _object_schema(rng: random.Random, depth: int) -> dict:
 
 
 def _wrapped(rng: random.Random, node: dict) -> dict:
-    """The same language through a $ref, or with part of it in an allOf part."""
+    """The same language through a $ref, or with part of it in an allOf part (which may declare
+    one of the node's own keys again, with the same schema)."""
     roll = rng.random()
     if roll < 0.3:
         return {"$ref": "#/$defs/root", "$defs": {"root": node}}
@@ -513,6 +550,10 @@ def _wrapped(rng: random.Random, node: dict) -> dict:
         rest["properties"] = {k: v for k, v in node["properties"].items() if k not in moved}
         if any(k not in moved for k in node.get("required", [])):
             rest["required"] = [k for k in node["required"] if k not in moved]
+        scalars = [k for k, v in rest["properties"].items() if v.get("type") not in ("object", "array")]
+        if scalars and rng.random() < 0.5:  # the part declares one of the node's keys too (llguidance merges the
+            twice = rng.choice(scalars)  # two; keys inside a merged object value keep schema order: scalars only)
+            part["properties"][twice] = rest["properties"][twice]
         return {**rest, "allOf": [part]}
     return node
 

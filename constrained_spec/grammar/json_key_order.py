@@ -874,14 +874,15 @@ def _own_object(branch: Any, resolve: Callable[[str], dict | None]) -> dict | No
 
 
 def _tells_apart(nodes: list[dict], key: str) -> bool:
-    """Whether every node requires `key` and gives it one string constant of its own."""
+    """Whether every node requires `key` and gives it one scalar constant of its own (a string,
+    number, boolean or null: execution-environment's `version` 1 or 3; 1 and 1.0 are one)."""
     values = []
     for node in nodes:
         listed = enum_values(node["properties"].get(key))
         if not isinstance(node.get("required"), list) or key not in node["required"] or not listed or len(listed) != 1 \
-                or not isinstance(listed[0], str):
+                or not isinstance(listed[0], (str, int, float, bool, type(None))):
             return False
-        values.append(listed[0])
+        values.append((type(listed[0]) is bool, listed[0]))  # True is not 1 in JSON
     return len(set(values)) == len(values)
 
 

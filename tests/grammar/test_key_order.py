@@ -265,6 +265,43 @@ def test_union_branches_also_name_their_kind_first(schema):
     assert judged[True] == 212 and len(accepted) == 24, (judged, len(accepted))
 
 
+@pytest.mark.parametrize("tags", [(3, 1), (True, 1), (None, 0.5)], ids=["integers", "boolean-and-one", "null-and-number"])
+def test_union_branches_told_apart_by_a_scalar_constant_name_it_first(tags):
+    """execution-environment's v3 or v1: closed objects told apart by `version`, an integer
+    constant declared last and required with `deps`. Each branch is also written `version`
+    first (before, only string constants told branches apart: the kind-first text was refused).
+    Every arrangement of each branch's keys against jsonschema: nothing invalid accepted, the
+    kind first and the declared order accepted. 1 and 1.0 are one constant, true and 1 two."""
+    from constrained_spec.grammar import Vocabulary
+    from constrained_spec.grammar.json_key_order import _tells_apart
+
+    def branch(tag, own: str) -> dict:
+        return {"type": "object", "additionalProperties": False, "required": ["version", "deps"],
+                "properties": {own: {"type": "string"}, "deps": {"type": "object"}, "version": {"enum": [tag]}}}
+
+    vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+    schema = {"oneOf": [branch(tags[0], "images"), branch(tags[1], "prefix")]}
+    compiled = compile_json_schema(schema, vocab)
+    validator = jsonschema.Draft202012Validator(schema)
+    accepted = set()
+    for tag in tags:
+        for size in range(1, 5):
+            for order in itertools.permutations(["version", "deps", "images", "prefix"], size):
+                values = {"version": json.dumps(tag), "deps": "{}", "images": '"i"', "prefix": '"p"'}
+                text = "{" + ",".join(f'"{k}":{values[k]}' for k in order) + "}"
+                ids = list(text.encode()) + [256]
+                taken = compiled.matcher().validate_tokens(ids) == len(ids)
+                assert validator.is_valid(json.loads(text)) or not taken, text
+                if taken:
+                    accepted.add(text)
+    first, second = (json.dumps(tag) for tag in tags)
+    for text in (f'{{"version":{first},"deps":{{}}}}', f'{{"version":{first},"deps":{{}},"images":"i"}}',
+                 f'{{"images":"i","deps":{{}},"version":{first}}}', f'{{"version":{second},"deps":{{}},"prefix":"p"}}'):
+        assert text in accepted, text
+    assert not _tells_apart([branch(1, "a"), branch(1.0, "b")], "version")
+    assert _tells_apart([branch(True, "a"), branch(1, "b")], "version")
+
+
 # a function-calling tool's shapes: the node declares every key and requires the kind, each
 # branch gives the kind its constant and requires its own measures (Glaive's calculate_area form)
 _SHAPES = {"type": "object", "properties": {"side": {"type": "number"}, "radius": {"type": "number"},

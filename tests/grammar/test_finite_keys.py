@@ -210,6 +210,38 @@ def test_listed_names_mask_as_searching_every_key_on_corpus_instances(name, smol
     assert compared > 50
 
 
+@pytest.mark.parametrize("name", ["schemastore-djlint.json", "schemastore-github-funding.json"])
+def test_the_shortcut_outside_keys_masks_as_the_search(name, smollm2_tokenizer, smollm2_vocab):
+    """Outside keys, the wrapper skips the dead-key search on a stack where it found no used key
+    that can dead-end, or in a value string no token opening one (`_no_dead_ends`, kept per
+    stack). Differential along every valid instance (SmolLM2's vocabulary): the same masks with
+    the shortcut off, and the shortcut taken in value strings."""
+    from pathlib import Path
+
+    entry = json.loads((Path(__file__).parents[2] / "benchmarks" / "schema_corpus" / name).read_text())
+    compiled = compile_json_schema(entry["schema"], smollm2_vocab)
+    taken = []
+    for instance in (i for i in entry["instances"] if i["valid"]):
+        fast, slow = compiled.matcher(), compiled.matcher()
+        while not hasattr(slow, "_no_dead_ends"):  # the unique-keys layer, under other wrappers
+            slow, fast = slow._inner, fast._inner
+        slow._no_dead_ends = lambda in_string: False
+
+        def recorded(in_string, shortcut=fast._no_dead_ends):
+            taken.append((bool(in_string), shortcut(in_string)))
+            return taken[-1][1]
+
+        fast._no_dead_ends = recorded
+        masks = [new_bitmask(1, smollm2_vocab.size) for _ in range(2)]
+        for token in smollm2_tokenizer.encode(instance["text"], add_special_tokens=False):
+            fast.fill_bitmask(masks[0])
+            slow.fill_bitmask(masks[1])
+            assert (masks[0] == masks[1]).all()
+            fast.accept_token(token)
+            slow.accept_token(token)
+    assert (True, True) in taken and sum(verdict for _, verdict in taken) > 20
+
+
 def test_pattern_reading_checks_itself(monkeypatch):
     """json_key_sets reads patterns with CPython's private regex parser: it checks that parser
     once on known patterns (true on the Pythons we support), and where the check fails every

@@ -766,11 +766,13 @@ def _discriminator_first(spec: dict) -> dict | None:
             if _spreads(node, k, nodes):  # the node's keys go into each branch, then written like one
                 refs = _refs_in(spec, set()) if refs is None else refs
                 names = dict.fromkeys([*node["properties"], *nodes[0]["properties"]])
-                key = next((n for n in names if _tells_apart([_tagged(node, own, n) for own in nodes], n)), None)
+                key = next((n for kinds in (str, _SCALARS) for n in names
+                            if _tells_apart([_tagged(node, own, n) for own in nodes], n, kinds)), None)
                 if key is not None and not any("properties" in path for path in refs):  # none points into what moves
                     spread.append((node, k, key))
                     continue
-            key = next((n for n in nodes[0]["properties"] if n not in node.get("properties", {}) and _tells_apart(nodes, n)), None)
+            key = next((n for kinds in (str, _SCALARS) for n in nodes[0]["properties"]
+                        if n not in node.get("properties", {}) and _tells_apart(nodes, n, kinds)), None)
             late = [i for i, own in enumerate(nodes) if key is not None and _orders(own, key)]
             if late:
                 found.append((node, k, key, late))
@@ -873,14 +875,18 @@ def _own_object(branch: Any, resolve: Callable[[str], dict | None]) -> dict | No
     return branch
 
 
-def _tells_apart(nodes: list[dict], key: str) -> bool:
-    """Whether every node requires `key` and gives it one scalar constant of its own (a string,
-    number, boolean or null: execution-environment's `version` 1 or 3; 1 and 1.0 are one)."""
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _tells_apart(nodes: list[dict], key: str, kinds: type | tuple = _SCALARS) -> bool:
+    """Whether every node requires `key` and gives it one constant of its own, of `kinds` (the
+    callers try string constants first, the kind a union usually names, then any scalar:
+    execution-environment's `version` 1 or 3; 1 and 1.0 are one, true and 1 two)."""
     values = []
     for node in nodes:
         listed = enum_values(node["properties"].get(key))
         if not isinstance(node.get("required"), list) or key not in node["required"] or not listed or len(listed) != 1 \
-                or not isinstance(listed[0], (str, int, float, bool, type(None))):
+                or not isinstance(listed[0], kinds):
             return False
         values.append((type(listed[0]) is bool, listed[0]))  # True is not 1 in JSON
     return len(set(values)) == len(values)

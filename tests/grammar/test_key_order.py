@@ -300,6 +300,11 @@ def test_union_branches_told_apart_by_a_scalar_constant_name_it_first(tags):
         assert text in accepted, text
     assert not _tells_apart([branch(1, "a"), branch(1.0, "b")], "version")
     assert _tells_apart([branch(True, "a"), branch(1, "b")], "version")
+    # a string constant names the kind before any other scalar declared first (`id` 1 or true)
+    tagged = {"oneOf": [{"type": "object", "properties": {"id": {"const": 1}, "kind": {"enum": ["text"]}}, "required": ["kind", "id"]},
+                        {"type": "object", "properties": {"id": {"const": True}, "kind": {"const": "image"}}, "required": ["kind", "id"]}]}
+    text = list(b'{"kind":"text","id":1}') + [256]
+    assert compile_json_schema(tagged, vocab).matcher().validate_tokens(text) == len(text)
 
 
 # a function-calling tool's shapes: the node declares every key and requires the kind, each

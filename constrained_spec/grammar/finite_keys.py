@@ -169,6 +169,14 @@ def _has(raws: list[bytes], raw: bytes) -> bool:
     return at < len(raws) and raws[at] == raw
 
 
+def finds_none(stack_memo: dict, in_string: bool) -> bool:
+    """Whether dead_key_tokens, called before on this stack (its `stack_memo`) with no key or
+    escape open, must find no token here again: no used key on the stack can dead-end, or in a
+    value string no token opens one (only such a token could lead to one there)."""
+    openings = stack_memo.get(("openings", bool(in_string)))
+    return openings is False or (bool(in_string) and openings is not None and not len(openings))
+
+
 def dead_key_tokens(words: np.ndarray, state: Any, inner: Any, tables: KeyPrefixTables,
                     advance: Callable[[Any, bytes], Any], key_mask: np.ndarray | None,
                     witnesses: dict, commas: bool = True, names: frozenset[str] | None = None,

@@ -690,9 +690,9 @@ def any_order(spec: Any, released: Released | None = None, lift: bool = True) ->
                           if k != "properties" or name in staying}  # moved keys are rebuilt below
         if released is not None and id(node) in planner.fixed and isinstance(node.get("required"), list):
             lent = planner.lent.get(id(node), {})
-            declared = set(names)
-            freed = frozenset(k for k in node["required"] if isinstance(k, str) and (k in moved or k not in declared)
-                              and (k in declared or k in lent) and all(planner.moves(owner, k) for owner in lent.get(k, ())))
+            declared = set(names)  # a key the node declares moves with it, one it does not with its declarers
+            freed = frozenset(k for k in node["required"] if isinstance(k, str) and (k in moved if k in declared else k in lent)
+                              and all(planner.moves(owner, k) for owner in lent.get(k, ())))
             if freed:  # enforced by the tracker from here on
                 released.freed[id(node)] = freed
                 out["required"] = [k for k in node["required"] if k not in freed]

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ..bitmask import HostRows, TokenSet, clear_token
-from .finite_keys import dead_key_tokens, extending, is_dead, key_prefix_tables, key_target
+from .finite_keys import dead_key_tokens, extending, finds_none, is_dead, key_prefix_tables, key_target
 from .protocol import CompiledGrammar, GrammarMatcher
 from .tracking import TrackingMatcher
 from .vocabulary import Vocabulary
@@ -286,7 +286,7 @@ class UniqueKeysMatcher(TrackingMatcher):
             repeats = any(frame is not None and frame[0] for frame in stack)  # else no key can repeat yet
             self._stack_memo = memo = (stack, repeats, {})
         repeats = memo[1]
-        if key is None and escaped is False and (self._grammar.prefixes is None or self._no_dead_ends(in_string)):
+        if key is None and escaped is False and (self._grammar.prefixes is None or finds_none(memo[2], in_string)):
             # most masks: a value string, or between strings. The state is the stack and
             # in_string here, so the tokens that would close a used key are kept per stack
             if repeats:
@@ -317,14 +317,6 @@ class UniqueKeysMatcher(TrackingMatcher):
                                                 self._stack_memo[2], self._grammar.known):
                     clear_token(words, token_id)
         HostRows.store(bitmask, host, row)
-
-    def _no_dead_ends(self, in_string: bool) -> bool:
-        """With finite keys, outside keys: whether finite_keys.dead_key_tokens found, on this stack
-        (its openings kept in the stack memo), no used key that can dead-end from here, or, in a
-        value string, no token that could open one (only such a token could): then it finds no
-        token, and the mask needs only the repeated keys' closers."""
-        openings = self._stack_memo[2].get(("openings", bool(in_string)))
-        return openings is False or (bool(in_string) and openings is not None and not len(openings))
 
     def _mask_escapes(self, escaped: bool | bytes, words: np.ndarray, state: State) -> None:
         """Inside a key: clear the tokens that escape a character JSON does not need escaped."""

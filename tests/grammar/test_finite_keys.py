@@ -210,36 +210,60 @@ def test_listed_names_mask_as_searching_every_key_on_corpus_instances(name, smol
     assert compared > 50
 
 
-@pytest.mark.parametrize("name", ["schemastore-djlint.json", "schemastore-github-funding.json"])
-def test_the_shortcut_outside_keys_masks_as_the_search(name, smollm2_tokenizer, smollm2_vocab):
+def _shortcut_differential(compiled, vocab, walks: list[list[int]], monkeypatch) -> tuple[list[tuple[bool, bool]], int]:
     """Outside keys, the wrapper skips the dead-key search on a stack where it found no used key
-    that can dead-end, or in a value string no token opening one (`_no_dead_ends`, kept per
-    stack). Differential along every valid instance (SmolLM2's vocabulary): the same masks with
-    the shortcut off, and the shortcut taken in value strings."""
+    that can dead-end, or in a value string no token opening one (`finite_keys.finds_none`, kept
+    per stack). Along each walk, the masks with the shortcut must equal those without it.
+    Returns the shortcut's verdicts (in a value string, skipped) and the masks compared."""
+    from constrained_spec.grammar import finite_keys, unique_keys
+
+    taken = []
+
+    def recorded(stack_memo, in_string):
+        taken.append((bool(in_string), finite_keys.finds_none(stack_memo, in_string)))
+        return taken[-1][1]
+
+    def masks_along(shortcut) -> list[torch.Tensor]:
+        monkeypatch.setattr(unique_keys, "finds_none", shortcut)
+        masks = []
+        for tokens in walks:
+            matcher = compiled.matcher()
+            for token in tokens:
+                mask = new_bitmask(1, vocab.size)
+                matcher.fill_bitmask(mask)
+                masks.append(mask)
+                matcher.accept_token(token)
+        return masks
+
+    with_shortcut, without = masks_along(recorded), masks_along(lambda stack_memo, in_string: False)
+    monkeypatch.undo()
+    assert len(with_shortcut) == len(without) and all((a == b).all() for a, b in zip(with_shortcut, without))
+    return taken, len(without)
+
+
+@pytest.mark.parametrize("name", ["schemastore-djlint.json", "schemastore-github-funding.json"])
+def test_the_shortcut_outside_keys_masks_as_the_search(name, smollm2_tokenizer, smollm2_vocab, monkeypatch):
+    """The shortcut differential along every valid instance of real schemas (SmolLM2's
+    vocabulary): equal masks, and the shortcut taken in value strings."""
     from pathlib import Path
 
     entry = json.loads((Path(__file__).parents[2] / "benchmarks" / "schema_corpus" / name).read_text())
     compiled = compile_json_schema(entry["schema"], smollm2_vocab)
-    taken = []
-    for instance in (i for i in entry["instances"] if i["valid"]):
-        fast, slow = compiled.matcher(), compiled.matcher()
-        while not hasattr(slow, "_no_dead_ends"):  # the unique-keys layer, under other wrappers
-            slow, fast = slow._inner, fast._inner
-        slow._no_dead_ends = lambda in_string: False
-
-        def recorded(in_string, shortcut=fast._no_dead_ends):
-            taken.append((bool(in_string), shortcut(in_string)))
-            return taken[-1][1]
-
-        fast._no_dead_ends = recorded
-        masks = [new_bitmask(1, smollm2_vocab.size) for _ in range(2)]
-        for token in smollm2_tokenizer.encode(instance["text"], add_special_tokens=False):
-            fast.fill_bitmask(masks[0])
-            slow.fill_bitmask(masks[1])
-            assert (masks[0] == masks[1]).all()
-            fast.accept_token(token)
-            slow.accept_token(token)
+    walks = [smollm2_tokenizer.encode(i["text"], add_special_tokens=False) for i in entry["instances"] if i["valid"]]
+    taken, _ = _shortcut_differential(compiled, smollm2_vocab, walks, monkeypatch)
     assert (True, True) in taken and sum(verdict for _, verdict in taken) > 20
+
+
+@pytest.mark.parametrize("schema", [MIXED, PATTERNED, NAMED], ids=["mixed", "patterned", "property-names"])
+def test_the_shortcut_outside_keys_masks_as_the_search_on_random_walks(schema, monkeypatch):
+    """The shortcut differential along seeded random walks (N = 40 of up to 80 steps, byte
+    vocabulary), where keys run out and the search finds dead ends: equal masks (a shortcut taken
+    wherever the stack holds openings fails here)."""
+    compiled = compile_json_schema(schema, BYTES)
+    rng = random.Random(9)
+    walks = [_walk(compiled, BYTES, bytes, rng, 80)[0] for _ in range(40)]
+    _, compared = _shortcut_differential(compiled, BYTES, walks, monkeypatch)
+    assert compared > 300
 
 
 def test_pattern_reading_checks_itself(monkeypatch):

@@ -773,7 +773,8 @@ def _discriminator_first(spec: dict) -> dict | None:
                     continue
             key = next((n for kinds in (str, _SCALARS) for n in nodes[0]["properties"]
                         if n not in node.get("properties", {}) and _tells_apart(nodes, n, kinds)), None)
-            late = [i for i, own in enumerate(nodes) if key is not None and _orders(own, key)]
+            key = key if key is not None else _named_by_most(nodes, node)
+            late = [i for i, own in enumerate(nodes) if key is not None and _tells_apart([own], key) and _orders(own, key)]
             if late:
                 found.append((node, k, key, late))
     if not (found or spread) or len(found) + len(spread) > _MAX_WAYS:
@@ -782,16 +783,28 @@ def _discriminator_first(spec: dict) -> dict | None:
     copy = deepcopy(spec, memo)
     resolve = _Planner(copy).resolve
     budget = 2 * len(json.dumps(spec)) + 10_000  # the copies at most triple the schema (nested unions multiply)
+    refs = _refs_in(spec, set()) if refs is None else refs
+    rewritten: set[int] = set()  # definitions written with their copies (generated schemas reuse a branch in many unions)
     for node, k, key, late in found:
         branches = memo[id(node)][k]
         for i in late:
+            target = _referenced(branches[i], resolve, refs)
+            if target is not None and id(target) in rewritten:
+                continue
             own = _own_object(branches[i], resolve)
             orders = _orders(own, key)
             cost = len(json.dumps(own)) * len(orders)
             if cost > budget:
                 continue
             budget -= cost
-            branches[i] = {"anyOf": [*_ordered_copies(own, orders), branches[i]]}
+            copies = _ordered_copies(own, orders)
+            if target is None:
+                branches[i] = {"anyOf": [*copies, branches[i]]}
+            else:  # once, where the reference points: every union naming it reads the copies
+                original = dict(target)
+                target.clear()
+                target["anyOf"] = [*copies, original]
+                rewritten.add(id(target))
     for node, k, key in spread:
         node = memo[id(node)]
         merged = [(own, _orders(own, key)) for own in (_merged(node, _own_object(branch, resolve)) for branch in node[k])]
@@ -802,6 +815,18 @@ def _discriminator_first(spec: dict) -> dict | None:
         node[k] = [{"anyOf": [*_ordered_copies(own, orders), deepcopy(own)]} for own, orders in merged]
         del node["properties"]
     return copy
+
+
+def _referenced(branch: Any, resolve: Callable[[str], dict | None], refs: set[tuple[str, ...]]) -> dict | None:
+    """The schema a branch that is only a local `$ref` names (not the root), where no `$ref` points
+    inside it (it can then be rewritten in place, its own pointer unchanged); None otherwise."""
+    if not isinstance(branch, dict) or set(branch) - ANNOTATIONS != {"$ref"}:
+        return None
+    path = _ref_path(branch["$ref"])
+    if not path or any(len(r) > len(path) and r[: len(path)] == path for r in refs):
+        return None  # not local, the root itself (its keywords would move), or pointed inside
+    target = resolve(branch["$ref"])
+    return target if isinstance(target, dict) else None
 
 
 def _ordered_copies(own: dict, orders: list[list[str]]) -> list[dict]:
@@ -865,14 +890,45 @@ def _orders(node: dict, key: str) -> list[list[str]]:
 
 
 def _own_object(branch: Any, resolve: Callable[[str], dict | None]) -> dict | None:
-    """The node declaring a union branch's keys: the branch, or the target of a branch that is
-    only a `$ref`; None for any other branch."""
+    """The node declaring a union branch's keys: the branch, the target of a branch that is
+    only a `$ref`, or the object an allOf of plain objects means (_merged_parts); None for any
+    other branch."""
     if isinstance(branch, dict) and set(branch) - ANNOTATIONS == {"$ref"} and isinstance(branch["$ref"], str):
         branch = resolve(branch["$ref"])
+    if isinstance(branch, dict) and set(branch) - ANNOTATIONS - {"$comment"} == {"allOf"} and isinstance(branch["allOf"], list):
+        branch = _merged_parts(branch["allOf"], resolve)
     if not isinstance(branch, dict) or not isinstance(branch.get("properties"), dict) or not branch["properties"] \
             or (_FAMILY - {"properties"}) & set(branch):
         return None
     return branch
+
+
+def _merged_parts(parts: list, resolve: Callable[[str], dict | None]) -> dict | None:
+    """The one object an allOf of plain objects (each a `$ref` to one or written in place, saying
+    only its type, properties and required keys) means: every part's keys in part order (a key
+    two declare takes both schemas), every part's required keys. Generated schemas write a
+    union's branches so (SchemaStore's accelerator: `allOf: [{"$ref": "#/definitions/Chain-1"},
+    {"properties": {"type": {"const": "Chain"}}, "required": ["type"]}]`), and llguidance writes
+    the kind last there. For open objects the same language: a value meets every part iff each
+    key's value meets each part's schema of it and every required key is there. None where a
+    part says anything else (closed, patterns, counts: a part would judge the others' keys)."""
+    merged: dict[str, Any] = {}
+    required: list[str] = []
+    typed = False  # no part saying `object`: non-objects meet them all, and the one object too
+    for part in parts:
+        if isinstance(part, dict) and set(part) - ANNOTATIONS == {"$ref"} and isinstance(part["$ref"], str):
+            part = resolve(part["$ref"])
+        if not isinstance(part, dict) or set(part) - ANNOTATIONS - {"$comment"} - _SPREAD_NODE or not _plain_object(part) \
+                or not isinstance(part.get("properties", {}), dict):
+            return None
+        typed = typed or "type" in part
+        for name, value in part.get("properties", {}).items():
+            if name not in merged or merged[name] in (True, {}):
+                merged[name] = value
+            elif value not in (True, {}):
+                merged[name] = {"allOf": [merged[name], value]}
+        required += [n for n in part.get("required", []) if n not in required]
+    return ({"type": "object"} if typed else {}) | {"properties": merged, "required": required} if merged else None
 
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -890,6 +946,20 @@ def _tells_apart(nodes: list[dict], key: str, kinds: type | tuple = _SCALARS) ->
             return False
         values.append((type(listed[0]) is bool, listed[0]))  # True is not 1 in JSON
     return len(set(values)) == len(values)
+
+
+def _named_by_most(nodes: list[dict], node: dict) -> str | None:
+    """Where no key tells every branch apart (accelerator: one branch names no kind, two name
+    the same), the key most branches (two at least) require with a constant of their own, string
+    constants first; the node's own keys aside. Those branches are written with it first too: a
+    branch or its copies in other orders is the same branch, whatever the others say."""
+    names = list(dict.fromkeys(n for own in nodes for n in own["properties"] if n not in node.get("properties", {})))
+    for kinds in (str, _SCALARS):
+        counts = {n: sum(_tells_apart([own], n, kinds) for own in nodes) for n in names}
+        best = max(names, key=lambda n: counts[n], default=None)
+        if best is not None and counts[best] >= 2:
+            return best
+    return None
 
 
 def _redirect(node: Any, redirect: dict[tuple[str, ...], tuple[str, ...]]) -> None:

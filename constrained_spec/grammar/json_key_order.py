@@ -885,7 +885,9 @@ def _orders(node: dict, key: str) -> list[list[str]]:
     names = list(node["properties"])
     required = [n for n in names if n in node["required"]]
     optional = [n for n in names if n not in required]
-    orders = [[key, *(n for n in required if n != key), *optional], [*required, *optional]]
+    others = [n for n in required if n != key]
+    after = itertools.permutations(others) if len(others) <= _PERMUTED else [others]
+    orders = [*([key, *rest, *optional] for rest in after), [*required, *optional]]
     return [o for i, o in enumerate(orders) if o != names and o not in orders[:i]]
 
 
@@ -932,6 +934,7 @@ def _merged_parts(parts: list, resolve: Callable[[str], dict | None]) -> dict | 
 
 
 _SCALARS = (str, int, float, bool, type(None))
+_PERMUTED = 3  # up to this many other required keys of a tagged branch are written in every order after its kind
 
 
 def _tells_apart(nodes: list[dict], key: str, kinds: type | tuple = _SCALARS) -> bool:

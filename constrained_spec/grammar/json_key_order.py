@@ -869,13 +869,19 @@ def _merged(node: dict, own: dict) -> dict:
     """A union branch's object `own` with its node's keys merged in: the node's declared keys
     first (a key both declare takes both schemas), then the branch's; required: both lists."""
     props = dict(node["properties"])
-    for name, value in own["properties"].items():
-        if name not in props or props[name] in (True, {}):
-            props[name] = value
-        elif value not in (True, {}):  # `true`: how llguidance_schema declares a branch's required key
-            props[name] = {"allOf": [props[name], value]}
+    _declare(props, own["properties"])
     required = list(dict.fromkeys([*node.get("required", []), *own.get("required", [])]))
     return {**{k: v for k, v in own.items() if k not in ("properties", "required")}, "properties": props, "required": required}
+
+
+def _declare(props: dict[str, Any], more: dict[str, Any]) -> None:
+    """Adds the declared keys `more` to `props` (in place, in order): a key both declare takes
+    both schemas (`true` or `{}` adds nothing: how llguidance_schema declares a branch's required key)."""
+    for name, value in more.items():
+        if name not in props or props[name] in (True, {}):
+            props[name] = value
+        elif value not in (True, {}):
+            props[name] = {"allOf": [props[name], value]}
 
 
 def _orders(node: dict, key: str) -> list[list[str]]:
@@ -924,11 +930,7 @@ def _merged_parts(parts: list, resolve: Callable[[str], dict | None]) -> dict | 
                 or not isinstance(part.get("properties", {}), dict):
             return None
         typed = typed or "type" in part
-        for name, value in part.get("properties", {}).items():
-            if name not in merged or merged[name] in (True, {}):
-                merged[name] = value
-            elif value not in (True, {}):
-                merged[name] = {"allOf": [merged[name], value]}
+        _declare(merged, part.get("properties", {}))
         required += [n for n in part.get("required", []) if n not in required]
     return ({"type": "object"} if typed else {}) | {"properties": merged, "required": required} if merged else None
 

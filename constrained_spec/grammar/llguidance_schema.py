@@ -397,6 +397,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
     known = VALIDATION | STRUCTURAL | ANNOTATIONS
     checks = _Translator(schema, "compact")
     evaluating = "unevaluatedProperties" in json.dumps(schema)  # a declared key counts as evaluated there
+    counted = _counted_objects(schema)  # llguidance takes their counts only with every declared key required
 
     def disjoint(options: list, siblings: dict) -> bool:
         try:
@@ -691,6 +692,11 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         if ignored is not None:
             for key in node.keys() - known:
                 ignored.setdefault(key, pointer(path, key))
+        if not (closed_objects or evaluating) and (node.get("additionalProperties") is True or node.get("additionalProperties") == {}):
+            # says nothing (every undeclared key's value meets it); left in, it makes a member of
+            # the object's family that constrains (json_key_order) and, beside branches into a
+            # cycle, the siblings merged_cycle writes into every branch
+            node = {k: v for k, v in node.items() if k != "additionalProperties"}
         if path and set(node) & {"anyOf", "oneOf", "allOf", "$ref"} and no_value(node):
             # no value meets it (an object type beside a oneOf of string references: Atom's
             # content `type`): llguidance refuses it, and a reference to `false`, as unsatisfiable;
@@ -718,9 +724,13 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
             # A oneOf whose branches are apart stays apart with the siblings inside (each branch
             # only narrows): an anyOf, since `disjoint` sees no further than a `$ref` with siblings
             moved_into = "anyOf" if options_key == "oneOf" and disjoint(node["oneOf"], node) else options_key
+
+            def moved(o: Any) -> Any:  # a reference's target may say all the siblings say (its own `type`)
+                said = _vacuous_dropped(siblings, inlined(o["$ref"])) if isinstance(o, dict) and isinstance(o.get("$ref"), str) else siblings
+                return o if not said else {**o, **said} if isinstance(o, dict) and "$ref" in o and not set(o) & set(said) else {"allOf": [o, said]}
+
             node = {**{k: v for k, v in node.items() if k not in siblings and k != options_key},
-                    moved_into: [{**o, **siblings} if isinstance(o, dict) and "$ref" in o and not set(o) & set(siblings)
-                                 else {"allOf": [o, siblings]} for o in node[options_key]]}
+                    moved_into: [moved(o) for o in node[options_key]]}
         out = _names_as_properties(dict(node), closed_objects, checks.deref)
         if "if" not in out:  # `then` and `else` without an `if` have no effect (llguidance refused them)
             out.pop("then", None)
@@ -733,7 +743,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         if not (closed_objects or evaluating):
             _required_keys_declared(out)
         discriminated_conditions(out)
-        conditions = _dependencies_as_conditions(out)  # llguidance has neither, nor `not`:
+        conditions = _dependencies_as_conditions(out, _object_of(path) in counted)  # llguidance has neither, nor `not`:
         conditions += _property_counts_as_key_sets(out) + _open_property_counts_as_key_sets(out) + _min_properties_as_condition(out)
         wide = _wide_number_bounds(out)
         if wide is not None:  # a narrowing: under a negation it would widen the whole
@@ -956,6 +966,35 @@ def _decimal_reading_agrees(step: float) -> bool:
     from .json_schema import _decimal_places  # noqa: PLC0415 (the compiler's own test)
 
     return _decimal_places(step) is not None
+
+
+_MERGED = re.compile(r"(/(allOf|anyOf|oneOf)/\d+)+$")
+
+
+def _object_of(path: str) -> str:
+    """The JSON pointer of the object a node's keys go into: llguidance merges a node's
+    allOf/anyOf/oneOf members into it (`/properties/a/allOf/0` writes `/properties/a`'s object)."""
+    return _MERGED.sub("", path)
+
+
+def _counted_objects(schema: Any) -> set[str]:
+    """The objects (_object_of) some node of `schema` bounds the property count of, by its JSON
+    pointer (through no reference)."""
+    found: set[str] = set()
+    todo = [(schema, "")]
+    while todo:
+        node, path = todo.pop()
+        if isinstance(node, list):
+            todo += [(v, pointer(path, i)) for i, v in enumerate(node)]
+        elif isinstance(node, dict):
+            if "minProperties" in node or "maxProperties" in node:
+                found.add(_object_of(path))
+            for k, v in node.items():
+                if k in NAME_MAPS and isinstance(v, dict):
+                    todo += [(sub, pointer(path, k, name)) for name, sub in v.items()]
+                elif k not in _DATA:
+                    todo.append((v, pointer(path, k)))
+    return found
 
 
 def _holds(node: Any, keyword: str) -> bool:
@@ -1210,6 +1249,13 @@ def _names_as_properties(node: dict, closed_objects: bool = False, deref: Callab
         names = deref(names)
     except (GrammarError, RecursionError):
         return node
+    barred = deref(names.get("not")) if isinstance(names, dict) and set(names) - ANNOTATIONS == {"not"} else None
+    if isinstance(barred, dict) and set(barred) - ANNOTATIONS in ({"enum"}, {"const"}) and isinstance(node.get("properties", {}), dict):
+        values = enum_values(barred)  # names it must not be: each declared `false` (llguidance has no propertyNames)
+        if values is not None and all(isinstance(v, str) for v in values):
+            out = {k: v for k, v in node.items() if k != "propertyNames"}
+            out["properties"] = {**node.get("properties", {}), **dict.fromkeys(values, False)}
+            return out
     names = _name_keywords(names, deref)
     extra, props = node.get("additionalProperties", False if closed_objects else True), node.get("properties", {})
     if names == {} or names is True:
@@ -1282,10 +1328,18 @@ def _name_pattern(names: dict) -> str | None:
     return None
 
 
-def _dependencies_as_conditions(node: dict) -> list[Any]:
+def _only_required(schema: Any) -> bool:
+    """Whether `schema` validates nothing but `required` (a list of names): annotations and
+    unknown keywords aside."""
+    return (isinstance(schema, dict) and set(schema) & VALIDATION == {"required"}
+            and isinstance(schema["required"], list) and all(isinstance(k, str) for k in schema["required"]))
+
+
+def _dependencies_as_conditions(node: dict, counted: bool) -> list[Any]:
     """Pops `dependencies`/`dependentRequired`/`dependentSchemas` from `node` (where every value
     is a list of names or a schema) and returns them as equivalent schemas for an allOf: key
-    absent, or present with what it brings (non-objects satisfy both sides)."""
+    absent, or present with what it brings (non-objects satisfy both sides). `counted`: a
+    property count bounds the object `node`'s keys go into (_object_of)."""
     found = [(k, node[k]) for k in ("dependencies", "dependentRequired", "dependentSchemas") if isinstance(node.get(k), dict)]
     if not all(isinstance(v, (list, dict, bool)) for _, deps in found for v in deps.values()):
         return []  # left as it is: llguidance refuses the schema, our compiler says why
@@ -1294,11 +1348,18 @@ def _dependencies_as_conditions(node: dict) -> list[Any]:
     for key, deps in found:
         del node[key]
         for name, need in deps.items():
+            if _only_required(need):  # a schema that only requires keys: the list form (what the lift reads)
+                need = need["required"]
             if isinstance(need, list):  # keys the node requires anyway need no condition
                 need = [k for k in need if k not in required]
                 if not need:
                     continue
-            present = {"required": [name, *need]} if isinstance(need, list) else {"allOf": [{"required": [name]}, need]}
+            # a schema: "absent, or present and it holds" is "absent, or it holds"; the key is declared
+            # there, not required (a branch's required key keeps it, and the keys declared before it,
+            # in schema order; undeclared, llguidance writes it after every declared key), but where
+            # llguidance takes a property count only with every declared key required
+            declared = {"required": [name]} if counted else {"properties": {name: True}}
+            present = {"required": [name, *need]} if isinstance(need, list) else {"allOf": [declared, need]}
             conditions.append({"anyOf": [{"properties": {name: False}}, present]})
     return conditions
 

@@ -328,23 +328,29 @@ def test_an_overlapping_one_of_of_required_keys_is_lifted_to_the_tracker(branche
 
 
 @pytest.mark.parametrize("closed", [False, True], ids=["open", "closed"])
-@pytest.mark.parametrize("keyword", ["dependencies", "dependentRequired"])
+@pytest.mark.parametrize("keyword", ["dependencies", "dependentRequired", "dependencies-schemas", "dependentSchemas"])
 def test_dependent_required_keys_are_lifted_to_the_tracker(keyword, closed):
     """`dependentRequired` (draft 4's list `dependencies`) was a condition llguidance read with
     the keys it names, and the keys before them, in schema order (docker-compose's services,
     closed: `memswap_limit` needs `mem_limit`). Lifted, the keys move and the tracker adds the
     keys a written key requires (unless written before; `d` needs `a`, which needs `b`). Every
     arrangement of every subset of five keys (one undeclared) against jsonschema, byte by byte
-    with EOS; where a required key is missing the mask clears `}`, as validate_tokens does."""
+    with EOS; where a required key is missing the mask clears `}`, as validate_tokens does.
+    The same where the condition is a schema that only requires keys (`dependencies` or
+    `dependentSchemas` values `{"required": [...]}`, an unknown keyword beside: SchemaStore's
+    nodemon, whose `$schema` key first was refused with every declared key in schema order)."""
     from constrained_spec.grammar import Vocabulary
 
     vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+    needs = {"a": ["b"], "d": ["a"]}
+    if keyword.endswith(("-schemas", "Schemas")):
+        needs = {"a": {"required": ["b"]}, "d": {"required": ["a"], "exec": {"const": "node"}}}
     schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "integer"}, "d": {}},
-              "required": ["c"], keyword: {"a": ["b"], "d": ["a"]}, **({"additionalProperties": False} if closed else {})}
+              "required": ["c"], keyword.removesuffix("-schemas"): needs, **({"additionalProperties": False} if closed else {})}
     compiled = compile_json_schema(schema, vocab)
     assert isinstance(compiled, RequiredKeysGrammar)
     assert compiled.contexts.dependent[compiled.contexts.root] == {"a": {"b"}, "d": {"a"}}
-    validator = (jsonschema.Draft7Validator if keyword == "dependencies" else jsonschema.Draft202012Validator)(schema)
+    validator = (jsonschema.Draft7Validator if keyword.startswith("dependencies") else jsonschema.Draft202012Validator)(schema)
     judged = _every_arrangement(compiled, validator, vocab, closed)
     assert judged == ({True: 33, False: 293} if closed else {True: 185, False: 141}), judged  # (326 texts)
 

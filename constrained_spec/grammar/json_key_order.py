@@ -20,8 +20,9 @@ stays declared where it is required anywhere in the family or matched by one of 
 (a key declared by two nodes may move in one and stay in the other: llguidance intersects its
 schemas either way, at the declared place); a key `false` stays declared too, but is never
 written, so it holds no place in the order. In family order, nodes before the last one holding
-a kept key move nothing, that node moves what it declares after its last kept
-key, later nodes move all. Moved keys of one node with the same schema share one pattern
+a kept key it declares first move nothing (llguidance writes a key where it is first declared: a
+key an earlier node declares holds no place of its own), that node moves what it declares after
+its last kept key, later nodes what they declare after their last kept key. Moved keys of one node with the same schema share one pattern
 `^(?:a|b)$`; at most 48 patterns an object, the last keys (llguidance checks patterns pairwise:
 300 took 5 s; one of 10,000 alternatives 0.1 s). A node in several families (a shared
 definition) moves only what every family lets it. Nothing moves next to
@@ -164,7 +165,8 @@ _LONG_KEYS = [prefix + body for prefix in ("", "x-", "/", "v", "_", "@", "$") fo
 def _endless(node: dict) -> bool:
     """Whether `node`'s patternProperties admit keys beyond counting: a pattern (as Python reads
     it) with a schema other than `false` that matches three keys of 58 to 62 characters written
-    differently among a fixed set (`^x-`, `.+`, `^[a-zA-Z0-9._-]+$`, `^[0-9a-zA-Z_-]{1,255}$`).
+    differently among a fixed set (`^x-`, `.+`, `^[a-zA-Z0-9._-]+$`, `^[0-9a-zA-Z_-]{1,255}$`), or
+    whose automaton matches infinitely many keys of plain ASCII (`^\\.`, _infinite_plain).
     A closed object with one always has a new key to write after a `,`, so its keys move as an
     open object's do (no `maxProperties` needed to keep a sampler out of a dead end)."""
     patterns = node.get("patternProperties")
@@ -177,9 +179,20 @@ def _endless(node: dict) -> bool:
             compiled = re.compile(pattern)
         except (re.error, RecursionError):
             continue
-        if sum(1 for key in _LONG_KEYS if compiled.search(key)) >= 3:
+        if sum(1 for key in _LONG_KEYS if compiled.search(key)) >= 3 or _infinite_plain(pattern):
             return True
     return False
+
+
+def _infinite_plain(pattern: str) -> bool:
+    """Whether `pattern` (the narrow reading, regular.pattern_dfa) matches infinitely many keys
+    of printable ASCII characters JSON does not escape (`^\\.`: every key starting with a dot)."""
+    from .regular import meet, pattern_dfa  # noqa: PLC0415
+
+    try:
+        return meet(pattern_dfa(pattern), pattern_dfa(r"^[ !#-\[\]-~]*$")).infinite()
+    except (ValueError, RecursionError):
+        return False
 
 
 class _Planner:
@@ -322,23 +335,38 @@ class _Planner:
             patterns = None
         fixed = any(_FIXED & set(m) for m in members if id(m) not in self.counting)
         kept_last = []  # per member: index after its last kept key (0: none kept)
+        seen: set[str] = set()
         for m in members:
             props = m.get("properties") if isinstance(m.get("properties"), dict) else {}
             last = 0
             for i, k in enumerate(props):
-                if (patterns is None or fixed or k in required or any(p.search(k) for p in patterns)):
-                    last = i + 1  # a key `false` stays declared too, but never written it holds no place
+                if props[k] is False and not fixed and patterns is not None:
+                    continue  # never written, it holds no place (required too: no object meets the member)
+                if patterns is None or fixed or any(p.search(k) for p in patterns) or (k in required and k not in seen):
+                    last = i + 1  # a required key an earlier member declares may be a pattern `^k$` here (see below)
+            seen |= set(props)
             kept_last.append(last)
+        # a key an earlier member declares sits at that member's place (llguidance merges a key
+        # into its first declaration, meeting a pattern `^k$` of a later member together with it;
+        # that member keeps it: `required`, patterns, `fixed` are the family's): it pins no keys
+        # of earlier members, only keys first declared here do
+        pinning = []
+        earlier: set[str] = set()
+        for m, last in zip(members, kept_last):
+            props = m.get("properties") if isinstance(m.get("properties"), dict) else {}
+            names = list(props)
+            pinning.append(max((i + 1 for i, k in enumerate(names[:last]) if k not in earlier), default=0))
+            earlier |= set(names)
         sizes = [len(m["properties"]) if isinstance(m.get("properties"), dict) else 0 for m in members]
         counted = None
         closers = [m for m in members if m.get("additionalProperties", True) is False]
         closed = bool(closers) and not all(_endless(m) for m in closers)  # an endless pattern: always a new key
         if closed:
             counted = _counted(members, required, kept_last, self.counting)
-        owner = max((i for i, last in enumerate(kept_last) if last), default=-1)
+        owner = max((i for i, last in enumerate(pinning) if last), default=-1)
         if closed and counted is None:
             owner = len(members)  # after a `,` llguidance would offer used patterned keys only
-        keeps = [size if i < owner else kept_last[i] if i == owner else 0 for i, size in enumerate(sizes)]
+        keeps = [size if i < owner else kept_last[i] for i, size in enumerate(sizes)]
         # moved keys come last in family order: the pattern budget keeps a suffix of them
         patterns_left = _MAX_PATTERNS
         for i in reversed(range(len(members))):
@@ -759,11 +787,14 @@ def _discriminator_first(spec: dict) -> dict | None:
     refs: set | None = None
     for node in _every_node(spec):
         for k in ("anyOf", "oneOf"):
-            nodes = [_own_object(b, resolve) for b in node[k]] if isinstance(node.get(k), list) and len(node[k]) >= 2 else []
-            if len(nodes) < 2 or None in nodes or (_FAMILY - {"properties", "anyOf", "oneOf"}) & set(node) \
+            every = [_own_object(b, resolve) for b in node[k]] if isinstance(node.get(k), list) and len(node[k]) >= 2 else []
+            # branches that are no object of their own (`{}` closed, a string) are left as they are:
+            # a branch or its copies is the same branch, whatever the others say
+            nodes = [own for own in every if own is not None]
+            if len(nodes) < 2 or (_FAMILY - {"properties", "anyOf", "oneOf"}) & set(node) \
                     or not isinstance(node.get("properties", {}), dict):
                 continue
-            if _spreads(node, k, nodes):  # the node's keys go into each branch, then written like one
+            if None not in every and _spreads(node, k, nodes):  # the node's keys go into each branch, then written like one
                 refs = _refs_in(spec, set()) if refs is None else refs
                 names = dict.fromkeys([*node["properties"], *nodes[0]["properties"]])
                 key = next((n for kinds in (str, _SCALARS) for n in names
@@ -774,7 +805,7 @@ def _discriminator_first(spec: dict) -> dict | None:
             key = next((n for kinds in (str, _SCALARS) for n in nodes[0]["properties"]
                         if n not in node.get("properties", {}) and _tells_apart(nodes, n, kinds)), None)
             key = key if key is not None else _named_by_most(nodes, node)
-            late = [i for i, own in enumerate(nodes) if key is not None and _tells_apart([own], key) and _orders(own, key)]
+            late = [i for i, own in enumerate(every) if own is not None and key is not None and _tells_apart([own], key) and _orders(own, key)]
             if late:
                 found.append((node, k, key, late))
     if not (found or spread) or len(found) + len(spread) > _MAX_WAYS:

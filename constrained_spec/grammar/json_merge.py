@@ -391,6 +391,10 @@ def discriminated_conditions(node: dict) -> None:
         branches.append(absent if demands == {True} else {**absent, "allOf": thens})
     if node.get("type") != "object" and all(m.get("type") != "object" for m in plain):
         branches.append({"type": ["null", "boolean", "number", "string", "array"], **({} if typed == {True} else {"allOf": thens})})
+    if key in required:  # the node requires K anyway: a branch's `required: [K]` says nothing more (and,
+        for b in branches:  # kept, pins K and the keys declared before it in place)
+            if b.get("required") == [key]:
+                del b["required"]
     node["allOf"] = [*rest, {"anyOf": branches}]
 
 

@@ -116,6 +116,28 @@ class DFA:
     def empty(self) -> bool:
         return not self.accept
 
+    def infinite(self) -> bool:
+        """Whether it accepts infinitely many strings: a cycle among its states (minimized, every
+        state is reached from the start and reaches acceptance)."""
+        color = [0] * len(self.trans)  # 0 unvisited, 1 on the path, 2 done
+        for root in range(len(self.trans)):
+            if color[root]:
+                continue
+            color[root] = 1
+            stack = [(root, iter({t for t in self.trans[root] if t >= 0}))]
+            while stack:
+                state, targets = stack[-1]
+                target = next(targets, None)
+                if target is None:
+                    color[state] = 2
+                    stack.pop()
+                elif color[target] == 1:
+                    return True
+                elif not color[target]:
+                    color[target] = 1
+                    stack.append((target, iter({t for t in self.trans[target] if t >= 0})))
+        return False
+
 
 def _atoms(charsets) -> list[tuple[int, int]]:
     cuts = {0, MAX_CP + 1}

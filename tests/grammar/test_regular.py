@@ -187,3 +187,17 @@ def test_agreed_search_reads_keys_as_llguidance_and_python_do(pattern):
             assert verdict is (re.search(pattern, key) is not None) or key.endswith("\n"), key
     eligible = {r"^[a-zA-Z0-9._-]+$", r"^[0-9]{2,}$", r"^(a|bc)*$", r"^x-[a-z]+$", r"^[A-Z][a-z]*$", r"^(get|put|post)$"}
     assert (search is not None) is (pattern in eligible)
+
+
+@pytest.mark.parametrize("pattern, infinite", [
+    ("^\\.", True), ("a+", True), ("^x-", True), ("^(ab)*$", True),
+    ("^[ab]$", False), ("^(a|bc)$", False), ("^\\.[a-z]{2}$", False), ("^$", False), ("^a{0,40}$", False),
+])
+def test_an_automaton_tells_whether_it_matches_infinitely_many_strings(pattern, infinite):
+    """DFA.infinite: a cycle among a minimized automaton's states (json_key_order reads a closed
+    object's pattern matching endless keys as always leaving a new key to write)."""
+    from constrained_spec.grammar.regular import meet, pattern_dfa
+
+    assert pattern_dfa(pattern).infinite() is infinite
+    plain = meet(pattern_dfa(pattern), pattern_dfa("^[a-z.x-]*$"))  # within a finite alphabet too
+    assert plain.infinite() is infinite

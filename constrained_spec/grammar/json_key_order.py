@@ -970,18 +970,24 @@ _SCALARS = (str, int, float, bool, type(None))
 _PERMUTED = 3  # up to this many other required keys of a tagged branch are written in every order after its kind
 
 
+_KINDS_A_BRANCH = 4  # values a branch's kind may list (solidarity's `rule`: "dir" or "directory")
+
+
 def _tells_apart(nodes: list[dict], key: str, kinds: type | tuple = _SCALARS) -> bool:
-    """Whether every node requires `key` and gives it one constant of its own, of `kinds` (the
-    callers try string constants first, the kind a union usually names, then any scalar:
-    execution-environment's `version` 1 or 3; 1 and 1.0 are one, true and 1 two)."""
-    values = []
+    """Whether every node requires `key` and gives it constants of its own (a few: an enum), of
+    `kinds` (the callers try string constants first, the kind a union usually names, then any
+    scalar: execution-environment's `version` 1 or 3; 1 and 1.0 are one, true and 1 two)."""
+    values: set = set()
     for node in nodes:
         listed = enum_values(node["properties"].get(key))
-        if not isinstance(node.get("required"), list) or key not in node["required"] or not listed or len(listed) != 1 \
-                or not isinstance(listed[0], kinds):
+        if not isinstance(node.get("required"), list) or key not in node["required"] or not listed \
+                or len(listed) > _KINDS_A_BRANCH or not all(isinstance(v, kinds) for v in listed):
             return False
-        values.append((type(listed[0]) is bool, listed[0]))  # True is not 1 in JSON
-    return len(set(values)) == len(values)
+        own = {(type(v) is bool, v) for v in listed}  # True is not 1 in JSON
+        if own & values:
+            return False
+        values |= own
+    return True
 
 
 def _named_by_most(nodes: list[dict], node: dict) -> str | None:

@@ -755,6 +755,12 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         if positive is not None:
             del out["not"]
             conditions.append(positive)
+        typed = {"type": out["type"]} if "type" in out else {}
+        if "if" in out and within({**typed, **out["if"]} if isinstance(out["if"], dict) else out["if"], out.get("then", True), checks.deref):
+            # what meets `if` meets `then`: (if and then) or (not if and else) is `if` or `else`, no
+            # negation needed (sounds: `not if` of an array's items needs `contains`)
+            conditions.append({"anyOf": [out.pop("if"), out.pop("else", True)]})
+            out.pop("then", None)
         if "if" in out:  # (if and then) or (not if and else), where `not if` is expressible
             cond = out["if"]
             against = negation(cond, {k: v for k, v in out.items() if k not in ("if", "then", "else")}, not negated, pointer(path, "if"))

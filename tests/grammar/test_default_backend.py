@@ -1312,3 +1312,26 @@ def test_string_branches_told_apart_over_code_points_stay_a_union():
     for text in texts:
         assert _walk(compiled, schema, text) == _valid(schema, text), text
     assert all(_walk(compiled, schema, t) for t in texts[:5])
+
+
+@pytest.mark.parametrize("schema, texts", [
+    # SchemaStore sounds: `not if` of an array's items needs `contains`, which llguidance lacks
+    ({"type": "array", "if": {"items": {"type": "string"}}, "then": {"items": {"type": "string"}},
+      "else": {"items": {"properties": {"n": {"type": "integer"}}}}},
+     ['["s",{"n":1}]', '["s",{"n":"x"}]', '["a","b"]', '[{"n":1}]', '[1,{"n":"q"}]', "[]", '[{"n":1.5},"t"]']),
+    ({"type": "object", "if": {"properties": {"k": {"const": "a"}}, "required": ["k"]}, "then": {"required": ["k"]},
+      "else": {"required": ["z"]}},
+     ['{"k":"a"}', '{"k":"b"}', '{"z":1,"k":"b"}', "{}", '{"z":1}', '{"z":1,"k":"a"}']),
+], ids=["array-items", "object-kind"])
+def test_a_condition_its_then_holds_for_is_written_as_if_or_else(schema, texts):
+    """Where every value meeting `if` meets `then`, (if and then) or (not if and else) is `if` or
+    `else`: no negation of `if` needed (sounds' `else` side had been left out as `not if` needs
+    `contains`). Each text byte by byte (EOS only after valid prefixes) against jsonschema;
+    valid and invalid texts both present, every valid one accepted."""
+    spec = llguidance_schema(schema, False)
+    assert '"if"' not in json.dumps(spec)
+    compiled = compile_json_schema(schema, BYTES)
+    verdicts = {text: _valid(schema, text) for text in texts}
+    assert set(verdicts.values()) == {True, False}
+    for text, valid in verdicts.items():
+        assert _walk(compiled, schema, text) is valid, text

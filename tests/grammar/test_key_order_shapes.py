@@ -74,6 +74,13 @@ CASES = {
         {"oneOf": [{"$ref": "#/$defs/A"}, {"$ref": "#/$defs/B"}, {"type": "object", "additionalProperties": False, "properties": {}}],
          "$defs": {"A": _CLOSED_A, "B": _CLOSED_B}},
         {"status": '"ok"', "x": '"a"', "y": '"b"', "q": "1"}, ["status", "x"], 3),
+    # SchemaStore solidarity: union branches naming their kind with a few values each
+    "kinds-listed-as-enums": (
+        {"anyOf": [{"type": "object", "required": ["rule", "location"],
+                    "properties": {"location": {"type": "string"}, "platform": {"type": "string"}, "rule": {"enum": ["dir", "directory"]}}},
+                   {"type": "object", "required": ["rule", "binary"],
+                    "properties": {"binary": {"type": "string"}, "platform": {"type": "string"}, "rule": {"enum": ["cli"]}}}]},
+        {"rule": '"dir"', "location": '"/x"', "platform": '"linux"', "binary": '"b"'}, ["rule", "location", "platform"], 12),
     # GitHub o29445: a closed object with a pattern admitting endless keys (`^\.`): a new key can
     # always follow, so its declared keys move
     "an-endless-pattern": (

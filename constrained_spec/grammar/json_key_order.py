@@ -782,7 +782,7 @@ def _discriminator_first(spec: dict) -> dict | None:
             planners.append(_Planner(spec))
         return planners[0].resolve(ref)
 
-    found: list[tuple[dict, str, str, list[int]]] = []
+    found: list[tuple[dict, str, list[tuple[int, str | None]]]] = []  # (node, union, [(branch, its kind)])
     spread: list[tuple[dict, str, str]] = []  # unions whose node's own keys go into each branch (_spreads)
     refs: set | None = None
     for node in _every_node(spec):
@@ -805,9 +805,11 @@ def _discriminator_first(spec: dict) -> dict | None:
             key = next((n for kinds in (str, _SCALARS) for n in nodes[0]["properties"]
                         if n not in node.get("properties", {}) and _tells_apart(nodes, n, kinds)), None)
             key = key if key is not None else _named_by_most(nodes, node)
-            late = [i for i, own in enumerate(every) if own is not None and key is not None and _tells_apart([own], key) and _orders(own, key)]
+            tagged = [own is not None and key is not None and _tells_apart([own], key) for own in every]
+            late = [(i, key if tagged[i] else None) for i, own in enumerate(every)
+                    if own is not None and _orders(own, key if tagged[i] else None)]
             if late:
-                found.append((node, k, key, late))
+                found.append((node, k, late))
     if not (found or spread) or len(found) + len(spread) > _MAX_WAYS:
         return None
     memo: dict[int, Any] = {}
@@ -816,9 +818,9 @@ def _discriminator_first(spec: dict) -> dict | None:
     budget = 2 * len(json.dumps(spec)) + 10_000  # the copies at most triple the schema (nested unions multiply)
     refs = _refs_in(spec, set()) if refs is None else refs
     rewritten: set[int] = set()  # definitions written with their copies (generated schemas reuse a branch in many unions)
-    for node, k, key, late in found:
+    for node, k, late in found:
         branches = memo[id(node)][k]
-        for i in late:
+        for i, key in late:
             target = _referenced(branches[i], resolve, refs)
             if target is not None and id(target) in rewritten:
                 continue
@@ -915,11 +917,22 @@ def _declare(props: dict[str, Any], more: dict[str, Any]) -> None:
             props[name] = {"allOf": [props[name], value]}
 
 
-def _orders(node: dict, key: str) -> list[list[str]]:
+_EVERY_ORDER = 4  # an untagged branch requiring keys is also written in every order of its keys up to this many
+
+
+def _orders(node: dict, key: str | None) -> list[list[str]]:
     """The key orders a union branch is also written in (see _discriminator_first): `key`, the
     other required keys, the optional ones; the required keys as declared, the optional ones.
+    Without a kind, a branch requiring keys is written in every order of its keys where it
+    declares a few (kustomization's patches: `path` or `patch` required, `target` written first:
+    which branch holds is known only from the keys, so its required keys could not move).
     Those that differ from the declared order and from each other."""
     names = list(node["properties"])
+    if key is None:  # (a branch only requiring keys or leaving them out, `true`/`false`, is the lift's: _lifted)
+        if not isinstance(node.get("required"), list) or not set(node["required"]) & set(names) or len(names) > _EVERY_ORDER \
+                or all(v in (True, False, {}) for v in node["properties"].values()):
+            return []
+        return [list(order) for order in itertools.permutations(names) if list(order) != names]
     required = [n for n in names if n in node["required"]]
     optional = [n for n in names if n not in required]
     others = [n for n in required if n != key]

@@ -261,6 +261,7 @@ def _pattern_twins_as_true(node: dict) -> None:
     except re.error:
         return
     twins = {}
+    required = node.get("required") if isinstance(node.get("required"), list) else []
     for name, sub in props.items():
         if sub is True or not name.isascii():  # ASCII: where Python's re and the schema's ECMA regex surely agree
             continue
@@ -268,7 +269,11 @@ def _pattern_twins_as_true(node: dict) -> None:
         if matching and _bare(sub) in matching:
             twins[name] = True
     if twins:
-        node["properties"] = {**props, **twins}
+        # an optional twin is left out: the pattern writes it alone, among the patterned keys
+        # (declared, it kept the keys declared before it in schema order: proxies' documented
+        # `response.headers.<HeaderName>` beside `^response\.headers\..+$`)
+        plain = {name for name in twins if name not in required and name.isprintable() and not set(name) & set('"\\')}
+        node["properties"] = {k: twins.get(k, v) for k, v in props.items() if k not in plain}
 
 
 # patterns that match every key (a pattern matches where it is found, anywhere in the key)

@@ -81,12 +81,31 @@ CASES = {
                    {"type": "object", "required": ["rule", "binary"],
                     "properties": {"binary": {"type": "string"}, "platform": {"type": "string"}, "rule": {"enum": ["cli"]}}}]},
         {"rule": '"dir"', "location": '"/x"', "platform": '"linux"', "binary": '"b"'}, ["rule", "location", "platform"], 12),
+    # SchemaStore kustomization: closed union branches told apart only by which key they require
+    "branches-told-apart-by-their-keys": (
+        {"type": "object", "oneOf": [
+            {"required": ["path"], "additionalProperties": False,
+             "properties": {"options": {"type": "boolean"}, "path": {"type": "string"}, "target": {"type": "string"}}},
+            {"required": ["patch"], "additionalProperties": False,
+             "properties": {"options": {"type": "boolean"}, "patch": {"type": "string"}, "target": {"type": "string"}}}]},
+        {"target": '"t"', "path": '"p"', "options": "true", "patch": '"q"'}, ["target", "path"], 22),
     # GitHub o29445: a closed object with a pattern admitting endless keys (`^\.`): a new key can
     # always follow, so its declared keys move
     "an-endless-pattern": (
         {"type": "object", "additionalProperties": False, "patternProperties": {"^\\.": {}},
          "properties": {"a": {"type": "string"}, "b": {"type": "string"}}},
         {"a": '"x"', "b": '"y"', ".k": "1", "z": "2"}, ["b", "a"], 16),
+    # SchemaStore proxies: a documented placeholder key declared beside the pattern it stands for
+    "a-placeholder-key-beside-its-pattern": (
+        {"type": "object", "additionalProperties": False, "patternProperties": {"^h\\..+$": {"type": "string"}},
+         "properties": {"a": {"type": "string"}, "b": {"type": "string"}, "h.<N>": {"type": "string"}}},
+        {"a": '"x"', "h.x": '"y"', "b": '"z"', "q": '"w"'}, ["a", "h.x", "b"], 16),
+    # the same open, undeclared keys integers: the placeholder's pattern still holds for `h.x`
+    # (an integer there is invalid), and a key matching no pattern is an integer
+    "a-placeholder-key-beside-its-pattern-open": (
+        {"type": "object", "additionalProperties": {"type": "integer"}, "patternProperties": {"^h\\..+$": {"type": "string"}},
+         "properties": {"a": {"type": "string"}, "b": {"type": "string"}, "h.<N>": {"type": "string"}}},
+        {"a": '"x"', "h.x": "1", "b": '"z"', "q": "2"}, ["a", "b", "q"], 16),
     # WashingtonPost wp_29: `additionalProperties: {}` (says nothing) beside branches into a cycle
     "vacuous-additional-properties": (
         {"type": "object", "additionalProperties": {}, "anyOf": [{"$ref": "#/definitions/L"}, {"$ref": "#/definitions/T"}],

@@ -785,7 +785,8 @@ def _discriminator_first(spec: dict) -> dict | None:
     found: list[tuple[dict, str, list[tuple[int, str | None]]]] = []  # (node, union, [(branch, its kind)])
     spread: list[tuple[dict, str, str]] = []  # unions whose node's own keys go into each branch (_spreads)
     refs: set | None = None
-    for node in _every_node(spec):
+    for whole in _every_node(spec):
+        node = _parts_as_node(whole, resolve) or whole
         for k in ("anyOf", "oneOf"):
             every = [_own_object(b, resolve) for b in node[k]] if isinstance(node.get(k), list) and len(node[k]) >= 2 else []
             # branches that are no object of their own (`{}` closed, a string) are left as they are:
@@ -799,9 +800,12 @@ def _discriminator_first(spec: dict) -> dict | None:
                 names = dict.fromkeys([*node["properties"], *nodes[0]["properties"]])
                 key = next((n for kinds in (str, _SCALARS) for n in names
                             if _tells_apart([_tagged(node, own, n) for own in nodes], n, kinds)), None)
-                if key is not None and not any("properties" in path for path in refs):  # none points into what moves
-                    spread.append((node, k, key))
+                moved = ("properties", "allOf") if node is not whole else ("properties",)
+                if key is not None and not any(part in path for path in refs for part in moved):  # none points into what moves
+                    spread.append((whole, k, key))
                     continue
+            if node is not whole:  # its union part is a node of its own
+                continue
             key = next((n for kinds in (str, _SCALARS) for n in nodes[0]["properties"]
                         if n not in node.get("properties", {}) and _tells_apart(nodes, n, kinds)), None)
             key = key if key is not None else _named_by_most(nodes, node)
@@ -838,16 +842,38 @@ def _discriminator_first(spec: dict) -> dict | None:
                 target.clear()
                 target["anyOf"] = [*copies, original]
                 rewritten.add(id(target))
-    for node, k, key in spread:
-        node = memo[id(node)]
+    for whole, k, key in spread:
+        whole = memo[id(whole)]
+        node = _parts_as_node(whole, resolve) or whole
         merged = [(own, _orders(own, key)) for own in (_merged(node, _own_object(branch, resolve)) for branch in node[k])]
         cost = sum(len(json.dumps(own)) * (1 + len(orders)) for own, orders in merged)
         if cost > budget:
             continue
         budget -= cost
-        node[k] = [{"anyOf": [*_ordered_copies(own, orders), deepcopy(own)]} for own, orders in merged]
-        del node["properties"]
+        whole[k] = [{"anyOf": [*_ordered_copies(own, orders), deepcopy(own)]} for own, orders in merged]
+        whole.pop("properties", None)
+        if node is not whole:  # the parts' keys went into each branch, their type stays with the node
+            del whole["allOf"]
+            whole.update({"type": node["type"]} if "type" in node else {})
     return copy
+
+
+def _parts_as_node(node: dict, resolve: Callable[[str], dict | None]) -> dict | None:
+    """An allOf of plain objects and one union part (travis's deploy: `{"allOf": [{"properties":
+    {"on": ..}}, {"oneOf": [..]}]}`) read as the node it means: the plain parts' keys (one object,
+    _merged_parts) declared beside the union; None for any other node. llguidance wrote the
+    parts' keys first, before each branch's kind."""
+    parts = node.get("allOf")
+    if not isinstance(parts, list) or set(node) - ANNOTATIONS - {"$comment", "allOf", "type"} or not _plain_object(node):
+        return None
+    unions = [p for p in parts if isinstance(p, dict) and len(set(p) & {"anyOf", "oneOf"}) == 1
+              and not set(p) - ANNOTATIONS - {"$comment", "anyOf", "oneOf", "type"} and _plain_object(p)]
+    plain = _merged_parts([p for p in parts if p is not unions[0]], resolve) if len(unions) == 1 else None
+    if plain is None:
+        return None
+    union = "anyOf" if "anyOf" in unions[0] else "oneOf"
+    typed = any("type" in p for p in (node, plain, unions[0]))
+    return {**plain, **({"type": "object"} if typed else {}), union: unions[0][union]}
 
 
 def _referenced(branch: Any, resolve: Callable[[str], dict | None], refs: set[tuple[str, ...]]) -> dict | None:

@@ -89,6 +89,13 @@ CASES = {
             {"required": ["patch"], "additionalProperties": False,
              "properties": {"options": {"type": "boolean"}, "patch": {"type": "string"}, "target": {"type": "string"}}}]},
         {"target": '"t"', "path": '"p"', "options": "true", "patch": '"q"'}, ["target", "path"], 22),
+    # SchemaStore travis' deploy: plain allOf parts beside a union part (read as the node's own keys,
+    # which go into each branch: llguidance wrote the parts' keys before each branch's kind)
+    "plain-parts-beside-a-union": (
+        {"allOf": [{"properties": {"on": {"type": "integer"}}},
+                   {"oneOf": [{"properties": {"p": {"enum": ["a"]}, "x": {}}, "required": ["p", "x"]},
+                              {"properties": {"p": {"enum": ["b"]}}, "required": ["p"]}]}]},
+        {"p": '"a"', "x": "1", "on": "2", "q": "3"}, ["p", "x", "on"], 7),
     # GitHub o29445: a closed object with a pattern admitting endless keys (`^\.`): a new key can
     # always follow, so its declared keys move
     "an-endless-pattern": (

@@ -784,6 +784,7 @@ def _discriminator_first(spec: dict) -> dict | None:
 
     found: list[tuple[dict, str, list[tuple[int, str | None]]]] = []  # (node, union, [(branch, its kind)])
     spread: list[tuple[dict, str, str]] = []  # unions whose node's own keys go into each branch (_spreads)
+    claimed: set[int] = set()  # the branch lists of the unions spread
     refs: set | None = None
     for whole in _every_node(spec):
         node = _parts_as_node(whole, resolve) or whole
@@ -803,6 +804,7 @@ def _discriminator_first(spec: dict) -> dict | None:
                 moved = ("properties", "allOf") if node is not whole else ("properties",)
                 if key is not None and not any(part in path for path in refs for part in moved):  # none points into what moves
                     spread.append((whole, k, key))
+                    claimed.add(id(node[k]))  # a union part's branches: spread here, not copied as its own node's
                     continue
             if node is not whole:  # its union part is a node of its own
                 continue
@@ -814,6 +816,7 @@ def _discriminator_first(spec: dict) -> dict | None:
                     if own is not None and _orders(own, key if tagged[i] else None)]
             if late:
                 found.append((node, k, late))
+    found = [(node, k, late) for node, k, late in found if id(node[k]) not in claimed]
     if not (found or spread) or len(found) + len(spread) > _MAX_WAYS:
         return None
     memo: dict[int, Any] = {}
@@ -859,16 +862,17 @@ def _discriminator_first(spec: dict) -> dict | None:
 
 
 def _parts_as_node(node: dict, resolve: Callable[[str], dict | None]) -> dict | None:
-    """An allOf of plain objects and one union part (travis's deploy: `{"allOf": [{"properties":
-    {"on": ..}}, {"oneOf": [..]}]}`) read as the node it means: the plain parts' keys (one object,
-    _merged_parts) declared beside the union; None for any other node. llguidance wrote the
-    parts' keys first, before each branch's kind."""
+    """An allOf of plain objects and, last, one union part (travis's deploy: `{"allOf":
+    [{"properties": {"on": ..}}, {"oneOf": [..]}]}`) read as the node it means: the plain parts'
+    keys (one object, _merged_parts) declared beside the union; None for any other node.
+    llguidance wrote the parts' keys first, before each branch's kind."""
     parts = node.get("allOf")
     if not isinstance(parts, list) or set(node) - ANNOTATIONS - {"$comment", "allOf", "type"} or not _plain_object(node):
         return None
     unions = [p for p in parts if isinstance(p, dict) and len(set(p) & {"anyOf", "oneOf"}) == 1
               and not set(p) - ANNOTATIONS - {"$comment", "anyOf", "oneOf", "type"} and _plain_object(p)]
-    plain = _merged_parts([p for p in parts if p is not unions[0]], resolve) if len(unions) == 1 else None
+    # the union part last: llguidance writes the parts' keys in part order, the spread keys first too
+    plain = _merged_parts(parts[:-1], resolve) if len(unions) == 1 and parts[-1] is unions[0] else None
     if plain is None:
         return None
     union = "anyOf" if "anyOf" in unions[0] else "oneOf"

@@ -96,6 +96,20 @@ CASES = {
                    {"oneOf": [{"properties": {"p": {"enum": ["a"]}, "x": {}}, "required": ["p", "x"]},
                               {"properties": {"p": {"enum": ["b"]}}, "required": ["p"]}]}]},
         {"p": '"a"', "x": "1", "on": "2", "q": "3"}, ["p", "x", "on"], 7),
+    # the same with the union's branches copied kind first themselves (`x` declared before the kind):
+    # the spread takes the union part's branches, which are not copied again as its own node's
+    "plain-parts-beside-a-union-of-late-kinds": (
+        {"allOf": [{"properties": {"on": {"type": "integer"}}},
+                   {"oneOf": [{"properties": {"x": {}, "p": {"enum": ["a"]}}, "required": ["p", "x"]},
+                              {"properties": {"p": {"enum": ["b"]}}, "required": ["p"]}]}]},
+        {"p": '"a"', "x": "1", "on": "2", "q": "3"}, ["p", "x", "on"], 12),
+    # GitHub o64859: the union part first, a plain part requiring keys after it: written in part
+    # order, the branch's keys first (the spread would put the plain part's required keys first)
+    "a-union-part-before-plain-parts": (
+        {"allOf": [{"oneOf": [{"properties": {"c": {"type": "integer"}, "p": {"enum": ["a"]}}, "required": ["p"]},
+                              {"properties": {"p": {"enum": ["b"]}}, "required": ["p"]}]},
+                   {"properties": {"id": {"type": "integer"}}, "required": ["id"]}]},
+        {"c": "1", "p": '"a"', "id": "2", "q": "3"}, ["c", "p", "id"], 14),
     # GitHub o29445: a closed object with a pattern admitting endless keys (`^\.`): a new key can
     # always follow, so its declared keys move
     "an-endless-pattern": (

@@ -334,29 +334,24 @@ class _Planner:
         except (re.error, TypeError):
             patterns = None
         fixed = any(_FIXED & set(m) for m in members if id(m) not in self.counting)
+        # a key an earlier member declares sits at that member's place (llguidance merges a key
+        # into its first declaration, meeting a pattern `^k$` of a later member together with it;
+        # that member keeps it: `required`, patterns, `fixed` are the family's): it pins no keys
+        # of earlier members, only keys first declared here do
         kept_last = []  # per member: index after its last kept key (0: none kept)
-        seen: set[str] = set()
+        pinning = []  # per member: the same, counting only keys no earlier member declares
+        earlier: set[str] = set()
         for m in members:
             props = m.get("properties") if isinstance(m.get("properties"), dict) else {}
             last = 0
             for i, k in enumerate(props):
                 if props[k] is False and not fixed and patterns is not None:
                     continue  # never written, it holds no place (required too: no object meets the member)
-                if patterns is None or fixed or any(p.search(k) for p in patterns) or (k in required and k not in seen):
-                    last = i + 1  # a required key an earlier member declares may be a pattern `^k$` here (see below)
-            seen |= set(props)
+                if patterns is None or fixed or any(p.search(k) for p in patterns) or (k in required and k not in earlier):
+                    last = i + 1
             kept_last.append(last)
-        # a key an earlier member declares sits at that member's place (llguidance merges a key
-        # into its first declaration, meeting a pattern `^k$` of a later member together with it;
-        # that member keeps it: `required`, patterns, `fixed` are the family's): it pins no keys
-        # of earlier members, only keys first declared here do
-        pinning = []
-        earlier: set[str] = set()
-        for m, last in zip(members, kept_last):
-            props = m.get("properties") if isinstance(m.get("properties"), dict) else {}
-            names = list(props)
-            pinning.append(max((i + 1 for i, k in enumerate(names[:last]) if k not in earlier), default=0))
-            earlier |= set(names)
+            pinning.append(max((i + 1 for i, k in enumerate(list(props)[:last]) if k not in earlier), default=0))
+            earlier |= set(props)
         sizes = [len(m["properties"]) if isinstance(m.get("properties"), dict) else 0 for m in members]
         counted = None
         closers = [m for m in members if m.get("additionalProperties", True) is False]
@@ -975,14 +970,20 @@ def _own_object(branch: Any, resolve: Callable[[str], dict | None]) -> dict | No
     """The node declaring a union branch's keys: the branch, the target of a branch that is
     only a `$ref`, or the object an allOf of plain objects means (_merged_parts); None for any
     other branch."""
-    if isinstance(branch, dict) and set(branch) - ANNOTATIONS == {"$ref"} and isinstance(branch["$ref"], str):
-        branch = resolve(branch["$ref"])
+    branch = _through_ref(branch, resolve)
     if isinstance(branch, dict) and set(branch) - ANNOTATIONS - {"$comment"} == {"allOf"} and isinstance(branch["allOf"], list):
         branch = _merged_parts(branch["allOf"], resolve)
     if not isinstance(branch, dict) or not isinstance(branch.get("properties"), dict) or not branch["properties"] \
             or (_FAMILY - {"properties"}) & set(branch):
         return None
     return branch
+
+
+def _through_ref(schema: Any, resolve: Callable[[str], dict | None]) -> Any:
+    """The schema a schema that is only a `$ref` names (resolved); any other schema itself."""
+    if isinstance(schema, dict) and set(schema) - ANNOTATIONS == {"$ref"} and isinstance(schema["$ref"], str):
+        return resolve(schema["$ref"])
+    return schema
 
 
 def _merged_parts(parts: list, resolve: Callable[[str], dict | None]) -> dict | None:
@@ -998,8 +999,7 @@ def _merged_parts(parts: list, resolve: Callable[[str], dict | None]) -> dict | 
     required: list[str] = []
     typed = False  # no part saying `object`: non-objects meet them all, and the one object too
     for part in parts:
-        if isinstance(part, dict) and set(part) - ANNOTATIONS == {"$ref"} and isinstance(part["$ref"], str):
-            part = resolve(part["$ref"])
+        part = _through_ref(part, resolve)
         if not isinstance(part, dict) or set(part) - ANNOTATIONS - {"$comment"} - _SPREAD_NODE or not _plain_object(part) \
                 or not isinstance(part.get("properties", {}), dict):
             return None

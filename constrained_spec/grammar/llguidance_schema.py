@@ -992,19 +992,13 @@ def _counted_objects(schema: Any) -> set[str]:
     """The objects (_object_of) some node of `schema` bounds the property count of, by its JSON
     pointer (through no reference)."""
     found: set[str] = set()
-    todo = [(schema, "")]
+    todo = [("", schema)]
     while todo:
-        node, path = todo.pop()
-        if isinstance(node, list):
-            todo += [(v, pointer(path, i)) for i, v in enumerate(node)]
-        elif isinstance(node, dict):
+        path, node = todo.pop()
+        if isinstance(node, dict):
             if "minProperties" in node or "maxProperties" in node:
                 found.add(_object_of(path))
-            for k, v in node.items():
-                if k in NAME_MAPS and isinstance(v, dict):
-                    todo += [(sub, pointer(path, k, name)) for name, sub in v.items()]
-                elif k not in _DATA:
-                    todo.append((v, pointer(path, k)))
+            todo += schema_children(node, path)
     return found
 
 

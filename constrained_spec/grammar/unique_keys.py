@@ -142,12 +142,33 @@ def _escape_before_close(data: bytes) -> bool:
     return False
 
 
+def _json_escapes(data: bytes) -> bool:
+    """Whether every escape `data` writes, read inside a string with none open, is one JSON
+    takes (`\\"`, `\\\\`, `\\/`, `\\b`, `\\f`, `\\n`, `\\r`, `\\t`, `\\u` and hex digits), as far as it goes;
+    read up to its first unescaped `"` (bytes after that are not a key's)."""
+    i = 0
+    while i < len(data):
+        byte = data[i]
+        if byte == 0x22:
+            return True
+        if byte == 0x5C:
+            if i + 1 < len(data):
+                if data[i + 1] not in b'"\\/bfnrtu':
+                    return False
+                if data[i + 1] == 0x75 and any(chr(c) not in "0123456789abcdefABCDEF" for c in data[i + 2 : i + 6]):
+                    return False
+                i += 6 if data[i + 1] == 0x75 else 2
+                continue
+        i += 1
+    return True
+
+
 @lru_cache(maxsize=8)
-def _escape_tables(vocab: Vocabulary) -> tuple[np.ndarray, TokenSet, np.ndarray, TokenSet, TokenSet]:
+def _escape_tables(vocab: Vocabulary) -> tuple[np.ndarray | None, TokenSet, np.ndarray, TokenSet, TokenSet]:
     """For keys held to plain escapes, packed masks `[ceil(V/32)]` uint32 and token sets:
-    the tokens that keep a key's escapes plain when it is not inside one (all but `\\_`,
-    `\\'`, ... : whether a token escapes oddly before its first quote does not depend on the
-    key so far); the tokens holding a backslash; the tokens that may follow a backslash in a key
+    the tokens that keep a key's escapes plain when it is not inside one (all but `\\/`,
+    `\\u0041`, ... : whether a token escapes needlessly before its first quote does not depend on
+    the key so far; None where every token does); the tokens holding a backslash; the tokens that may follow a backslash in a key
     (a plain escape letter or `u`); the tokens starting with `u`; those starting with a hex digit."""
     tokens = vocab.token_bytes
     words = (len(tokens) + 31) // 32
@@ -161,8 +182,11 @@ def _escape_tables(vocab: Vocabulary) -> tuple[np.ndarray, TokenSet, np.ndarray,
         return np.packbits(allowed, bitorder="little").view("<u4").astype(np.uint32)
 
     inside: State = (((frozenset(), False),), True, False, b"")  # in a key, no escape open
-    odd = ids(lambda b: b"\\" in b and _advance(inside, b, True) is _DUPLICATE)
-    plain = ~packed(odd)
+    # a token escaping against JSON itself (`\\_`, `\\'`) never reaches the mask of the JSON grammar
+    # wrapped: only the valid needless escapes (`\\/`, `\\u0041`) are cleared; None where no token
+    # writes one (SmolLM2's vocabulary: no AND inside keys at all)
+    odd = ids(lambda b: b"\\" in b and _advance(inside, b, True) is _DUPLICATE and _json_escapes(b))
+    plain = ~packed(odd) if len(odd) else None
     after = packed(ids(lambda b: b[0] in _PLAIN_ESCAPES or b[0] == 0x75))
     return (plain, TokenSet(ids(lambda b: b"\\" in b)), after, TokenSet(ids(lambda b: b[0] == 0x75)),
             TokenSet(ids(lambda b: chr(b[0]) in "0123456789abcdefABCDEF")))
@@ -250,6 +274,13 @@ class UniqueKeysGrammar:
         # by the vocabulary cost a microsecond a mask in hashing and comparing it)
         self.closing_memo: dict[tuple[frozenset, bytes], tuple[int, ...] | None] = {}
         self._escaped_on = [t for t in self._escaped if vocab.token_bytes[t].count(b'"') > 1]  # a quote after the close
+        # held to plain escapes, a key's escapes decode to `"`, `\\` or a control character, which no
+        # used key extending the typed bytes holds (else _closing_tokens is None): only a token that
+        # goes on to close a second key may repeat one
+        self.key_escaped = self._escaped_on if plain_key_escapes else self._escaped
+        # a key's mask needs only its closing tokens: no finite key sets, no token closing a key
+        # after an escape, no token escaping needlessly (SmolLM2 over llguidance)
+        self.quick_keys = self.prefixes is None and not self.key_escaped and (not plain_key_escapes or self._plain_in_key is None)
 
     @property
     def vocab_size(self) -> int:
@@ -297,9 +328,21 @@ class UniqueKeysMatcher(TrackingMatcher):
                         clear_token(words, token_id)
                     HostRows.store(bitmask, host, row)
             return
-        escapes = key is not None and self._grammar.plain_escapes
+        # no escape open and no token escaping needlessly (_escape_tables): no escape to mask
+        escapes = key is not None and self._grammar.plain_escapes and (escaped is not False or self._grammar._plain_in_key is not None)
         if not (repeats or escapes):
             return
+        if not escapes and key is not None and self._grammar.quick_keys and b"\\" not in key:
+            # inside a key with no escape and no finite key sets (most keys' masks): the tokens
+            # closing it as a used key, kept per (keys, typed); the mask is read only to clear them
+            closing = self._closing(stack[-1][0], key)
+            if closing is not None:
+                if closing:
+                    host, words = self._host.words(bitmask, row)
+                    for token_id in closing:
+                        clear_token(words, token_id)
+                    HostRows.store(bitmask, host, row)
+                return
         host, words = self._host.words(bitmask, row)  # [ceil(V/32)] uint32
         if escapes:
             self._mask_escapes(escaped, words, state)
@@ -323,6 +366,8 @@ class UniqueKeysMatcher(TrackingMatcher):
         grammar = self._grammar
         if escaped is False:  # the common case: one AND with the tokens that escape plainly
             plain = grammar._plain_in_key
+            if plain is None:
+                return
             if len(plain) == len(words):
                 np.bitwise_and(words, plain, out=words)  # without the slices' views: half the time
             else:
@@ -374,8 +419,16 @@ class UniqueKeysMatcher(TrackingMatcher):
         left to the tracker). A function of (stack, in_string): kept per stack by the callers."""
         stack, in_string = state[0], bool(state[1])
         escaped, by_string = self._grammar._closer_strings[in_string]
-        used = frozenset().union(*(frame[0] for frame in stack if frame is not None))
-        suspects = escaped + [t for text in used.intersection(by_string) for t in by_string[text]]
+        # the smaller side looked up in the other: SmolLM2's tokens write 1-5 strings whole, while
+        # deep objects hold dozens of keys (their union cost microseconds a stack)
+        frames = [frame[0] for frame in stack if frame is not None and frame[0]]
+        if len(by_string) <= sum(len(keys) for keys in frames):
+            texts = [text for text in by_string if any(text in keys for keys in frames)]
+        else:
+            texts = [text for text in dict.fromkeys(key for keys in frames for key in keys) if text in by_string]
+        suspects = escaped + [t for text in texts for t in by_string[text]]
+        if not suspects:
+            return []
         token_bytes, plain = self._grammar.vocab.token_bytes, self._grammar.plain_escapes
         return [t for t in dict.fromkeys(suspects) if _advance(state, token_bytes[t], plain) is _DUPLICATE]
 
@@ -384,25 +437,26 @@ class UniqueKeysMatcher(TrackingMatcher):
         as one of `keys`, i.e. start with an earlier key's remaining bytes and its quote (a
         bisection in the sorted vocabulary per such key), and check the few tokens that could
         close it through an escape. False (nothing done) where a key needs escapes to be written."""
+        closing = self._closing(keys, typed)
+        if closing is None:
+            return False  # written with escapes: the general path compares decoded keys
+        for token_id in closing:
+            clear_token(words, token_id)
+        token_bytes, item = self._grammar.vocab.token_bytes, words.item
+        for token_id in self._grammar.key_escaped:
+            if item(token_id >> 5) >> (token_id & 31) & 1 and _advance(state, token_bytes[token_id], self._grammar.plain_escapes) is _DUPLICATE:
+                clear_token(words, token_id)
+        return True
+
+    def _closing(self, keys: frozenset, typed: bytes) -> tuple[int, ...] | None:
+        """_closing_tokens, kept per grammar by (keys, typed): a key's masks on one object ask again."""
         memo = self._grammar.closing_memo
         closing = memo.get((keys, typed), False)
         if closing is False:
             if len(memo) >= 4096:
                 memo.clear()
             closing = memo[keys, typed] = _closing_tokens(keys, typed, self._grammar._by_text)
-        if closing is None:
-            return False  # written with escapes: the general path compares decoded keys
-        for token_id in closing:
-            clear_token(words, token_id)
-        # held to plain escapes, a key's escapes decode to `"`, `\\` or a control character, which no
-        # used key extending `typed` holds (else closing is None): only a token that goes on to
-        # close a second key may repeat one
-        escaped = self._grammar._escaped_on if self._grammar.plain_escapes else self._grammar._escaped
-        token_bytes, item = self._grammar.vocab.token_bytes, words.item
-        for token_id in escaped:
-            if item(token_id >> 5) >> (token_id & 31) & 1 and _advance(state, token_bytes[token_id], self._grammar.plain_escapes) is _DUPLICATE:
-                clear_token(words, token_id)
-        return True
+        return closing
 
     def _dead_at(self, state: State, before: Sequence[int], token_id: int) -> bool:
         """Whether `token_id` after `before` (both checked) leads only to used keys, as the mask says."""

@@ -203,3 +203,47 @@ def test_plain_key_escapes_over_llguidance(smollm2_vocab):
     for piece in (b"{", b'"', b"b", b'":', b'"', b"\\"):
         v.accept_token(by_bytes[piece])
     assert by_bytes[b"u"] in allowed(v, vocab)
+
+
+def test_needless_escape_tokens_are_cleared_inside_keys_invalid_ones_never_offered():
+    """Inside a key over llguidance the tokens that write a needless but valid JSON escape
+    (`\\/`, `\\u0061`) are cleared from the mask and refused by accept_token, while tokens
+    that escape against JSON itself (`\\_`) are left to the wrapped grammar, which never offers
+    them: the wrapper keeps only the first kind in its per-mask AND (SmolLM2 has none, so its
+    keys' masks skip it). Mask checked token by token against the escapes' meaning."""
+    from constrained_spec.grammar import compile_json_schema
+    from constrained_spec.grammar.unique_keys import UniqueKeysGrammar, _escape_tables
+
+    singles = [chr(c) for c in range(32, 127)]
+    escapes = ["\\/", "\\u0061", "\\_", "\\n", 'a\\/', "\\u00"]
+    tokens = ["<eos>"] + singles + escapes
+    vocab = toy_vocabulary(tokens)
+    ids = {t: i for i, t in enumerate(tokens)}
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "string"}}
+    grammar = compile_json_schema(schema, vocab)
+    assert isinstance(grammar, UniqueKeysGrammar) and grammar.plain_escapes
+    plain = _escape_tables(vocab)[0]
+    assert plain is not None
+    cleared = {t for t in range(len(tokens)) if not (int(plain[t >> 5]) >> (t & 31)) & 1}
+    assert cleared == {ids["\\/"], ids["\\u0061"], ids["a\\/"]}  # valid JSON, needless in a key
+    m = grammar.matcher()
+    for piece in ("{", '"', "b"):
+        m.accept_token(ids[piece])
+    inside = allowed(m, vocab)
+    assert ids["\\n"] in inside and ids["\\u00"] in inside and ids["\\"] in inside  # escapes a key may need
+    for needless in ("\\/", "\\u0061", "a\\/", "\\_"):
+        assert ids[needless] not in inside
+        with pytest.raises(GrammarError):
+            m.accept_token(ids[needless])
+    v = grammar.matcher()  # a value string keeps `\\u0061` (llguidance itself writes no `\\/`)
+    for piece in ("{", '"', "b", '"', ":", '"'):
+        v.accept_token(ids[piece])
+    in_value = allowed(v, vocab)
+    assert ids["\\u0061"] in in_value and ids["\\n"] in in_value and ids["\\_"] not in in_value
+
+
+def test_smollm2_has_no_needless_escape_token(smollm2_vocab):
+    """SmolLM2's only odd-escape tokens (`\\_`, `\\'`, `\\*`, ...) are invalid JSON: no AND per key mask."""
+    from constrained_spec.grammar.unique_keys import _escape_tables
+
+    assert _escape_tables(smollm2_vocab)[0] is None

@@ -21,10 +21,13 @@ def _bench_grammar():
 @pytest.mark.model
 def test_bench_grammar_smoke(capsys):
     module = _bench_grammar()
-    rows = module.main(["--smoke"])
+    rows = module.main(["--smoke", "--again"])
     assert rows and rows[0]["backend"] == "ours (default)" and rows[0]["compiled"] == 1
     assert rows[0]["p50_ms"] > 0 and rows[0]["p99_ms"] >= rows[0]["p50_ms"]
-    assert "mask p50" in capsys.readouterr().out
+    masks, p50, p99 = rows[0]["again"]  # each valid instance walked again: as many masks as the first walks
+    assert masks == sum(n for n, _, _ in rows[0]["by_path"].values()) > 0 and 0 < p50 <= p99
+    out = capsys.readouterr().out
+    assert "mask p50" in out and "each valid instance walked again" in out
 
 
 def test_file_order_keeps_values_and_takes_the_files_key_order(tmp_path):

@@ -64,11 +64,20 @@ class _GreedyTokenizer:
         return out
 
 
+# llguidance's slicer ORs in a whole group of tokens (here: runs of plain string characters, by
+# length) where a string's content admits every one of them, and walks the vocabulary's trie for
+# the rest; with its default groups (1-10, 11-30, longer) a length-bounded string's last 30
+# characters walk nearly all of it (`maxLength: 40`: ~130 us a mask from the 10th character, 7 us
+# with these). Only how a mask is computed changes, not the mask.
+_CHAR = r'[^"\\\x00-\x1F\x7F]'
+_SLICES = [r"[\x20\x0A\x0D\x09]+"] + [_CHAR + "{1,%d}" % n for n in (2, 4, 6, 8, 10, 12, 15, 18, 21, 25, 30)] + [_CHAR + "+"]
+
+
 @lru_cache(maxsize=4)
 def _ll_tokenizer(vocab: Vocabulary) -> Any:
     import llguidance
 
-    return llguidance.LLTokenizer(_GreedyTokenizer(vocab), n_vocab=vocab.size)
+    return llguidance.LLTokenizer(_GreedyTokenizer(vocab), n_vocab=vocab.size, slices=_SLICES)
 
 
 @lru_cache(maxsize=1024)

@@ -110,3 +110,40 @@ def test_general_escapes_option_is_probed_against_the_installed_llguidance():
 
     installed = tuple(int(part) for part in version("llguidance").split(".")[:2])
     assert _general_escapes() == (installed >= (1, 8))
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "string", "maxLength": 40},
+    {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12}, "note": {"type": "string", "minLength": 3, "maxLength": 25}}},
+    {"type": "string", "pattern": "[a-f0-9]{8}-[a-f0-9]{4}"},
+    {"type": "array", "items": {"type": "string", "maxLength": 7}, "maxItems": 3},
+])
+def test_our_slices_change_how_masks_are_computed_not_the_masks(smollm2_vocab, schema):
+    """llguidance's slicer is an optimization: with our finer string slices (`_SLICES`, used by
+    every grammar) each mask equals the one its default slices give, along 6 seeded random walks
+    of up to 60 tokens per schema through the allowed tokens (SmolLM2's vocabulary)."""
+    import random
+
+    import llguidance
+
+    from constrained_spec.grammar.llguidance_backend import _SLICES, _GreedyTokenizer, _ll_tokenizer
+
+    vocab = smollm2_vocab
+    ours = _ll_tokenizer(vocab)
+    default = llguidance.LLTokenizer(_GreedyTokenizer(vocab), n_vocab=vocab.size, slices=llguidance.LLTokenizer.general_slices())
+    assert _SLICES != llguidance.LLTokenizer.general_slices()
+    grammar = llguidance.LLMatcher.grammar_from_json_schema(schema, defaults={"whitespace_flexible": False})
+    width = (vocab.size + 31) // 32
+    rng = random.Random(0)
+    for _ in range(6):
+        a, b = llguidance.LLMatcher(ours, grammar, log_level=0), llguidance.LLMatcher(default, grammar, log_level=0)
+        for _ in range(60):
+            if a.is_stopped():
+                break
+            mask_a, mask_b = torch.zeros(1, width, dtype=torch.int32), torch.zeros(1, width, dtype=torch.int32)
+            a.unsafe_compute_mask_ptr(mask_a.data_ptr(), width * 4)
+            b.unsafe_compute_mask_ptr(mask_b.data_ptr(), width * 4)
+            assert torch.equal(mask_a, mask_b)
+            choices = torch.nonzero(unpack_bitmask(mask_a[0], vocab.size)).flatten().tolist()
+            token = rng.choice(choices)
+            assert a.consume_token(token) and b.consume_token(token)

@@ -274,13 +274,14 @@ def measure(engine, corpus: list[tuple[str, dict]], encode: Callable[[str], list
             print(f"    {engine.name}: {name} compiled in {compile_s[-1] * 1e3:.0f} ms", flush=True)
         path = engine.path(compiled)
         for valid, ids in instances:
-            accepted, times = engine.walk(compiled, ids[:max_tokens] if max_tokens else ids)
+            ids = ids[:max_tokens] if max_tokens else ids
+            accepted, times = engine.walk(compiled, ids)
             if valid:
                 valid_ok += accepted
                 masks += times
                 masks_by_path.setdefault(path, []).extend(times)
                 if again:  # the same walk on a fresh matcher: what re-serving a schema meets
-                    masks_again += engine.walk(compiled, ids[:max_tokens] if max_tokens else ids)[1]
+                    masks_again += engine.walk(compiled, ids)[1]
                 if not accepted:
                     failures.append(f"{name}: valid instance refused")
             else:

@@ -278,9 +278,9 @@ class UniqueKeysGrammar:
         # used key extending the typed bytes holds (else _closing_tokens is None): only a token that
         # goes on to close a second key may repeat one
         self.key_escaped = self._escaped_on if plain_key_escapes else self._escaped
-        # a key's mask needs only its closing tokens: no finite key sets, no token closing a key
-        # after an escape, no token escaping needlessly (SmolLM2 over llguidance)
-        self.quick_keys = self.prefixes is None and not self.key_escaped and (not plain_key_escapes or self._plain_in_key is None)
+        # a key's mask with no escape to mask (fill_bitmask's `escapes`) needs only its closing
+        # tokens: no finite key sets, no token closing a key after an escape
+        self.quick_keys = self.prefixes is None and not self.key_escaped
 
     @property
     def vocab_size(self) -> int:
@@ -365,9 +365,7 @@ class UniqueKeysMatcher(TrackingMatcher):
         """Inside a key: clear the tokens that escape a character JSON does not need escaped."""
         grammar = self._grammar
         if escaped is False:  # the common case: one AND with the tokens that escape plainly
-            plain = grammar._plain_in_key
-            if plain is None:
-                return
+            plain = grammar._plain_in_key  # not None: fill_bitmask masks no escape otherwise
             if len(plain) == len(words):
                 np.bitwise_and(words, plain, out=words)  # without the slices' views: half the time
             else:

@@ -36,7 +36,9 @@ repeats could follow (a dead end for a sampler; in an open object a new key can 
 A `$ref` pointing into a moved key follows its schema to `$defs`. The branches of a union
 told apart by a required key's constant are also written with that key first
 (`_discriminator_first`): their required keys cannot move; where the union's node declares the
-keys itself, they go into each branch first (`_spreads`).
+keys itself, they go into each branch first (`_spreads`). A union of closed objects those leave
+as it is becomes one closed object (json_closed_unions.py) whose branches' required keys `_lifted`
+gives to the tracker.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from copy import deepcopy
 from typing import Any
 from urllib.parse import quote
 
+from .json_closed_unions import closed_unions_merged
 from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, enum_values, pointer_parts, written_text
 from .json_required import Released, fixed_nodes
 from .json_schema import _required  # noqa: PLC2701 (the compiler's own reading of `required`)
@@ -505,25 +508,28 @@ def _absent_part(keys: list[str]) -> dict:
     return one[0] if len(one) == 1 else {"anyOf": one}
 
 
-def _branch_ways(branches: list[Any], props: dict, required: frozenset[str], count: int | None) -> tuple[tuple[frozenset[str], ...], list[dict] | None] | None:
+def _branch_ways(branches: list[Any], props: dict, required: frozenset[str], count: int | None) -> tuple[tuple[tuple[frozenset[str], frozenset[str]], ...], list[dict] | None] | None:
     """An anyOf whose branches require keys `props` declares, each branch perhaps with
     "not all of these keys" parts (llguidance_schema writes an overlapping `oneOf` of bare
-    `required` branches so: branch i and not branch j, for every j), as (the branches' key sets,
-    the anyOf left for llguidance: the parts alone, None where nothing is left); None where the
-    branches are of another shape, or lifting them would not be exact. `required`: the keys the
-    node requires anyway (every valid object holds them too). `count`: the node is a
-    closed object of this many keys (see `_counted`); the parts are then written out as one
-    branch per choice of left-out keys F, each with `maxProperties` = count - |F| (so that
-    llguidance offers no `,` once every key it still allows is used), at most _MAX_CHOICES.
+    `required` branches so: branch i and not branch j, for every j; json_closed_unions a union
+    of closed objects: branch i and none of the keys it does not declare), as (per branch, its
+    keys and the keys whose writing rules it out: its one-key parts; the anyOf left for
+    llguidance: the parts alone, None where nothing is left); None where the branches are of
+    another shape, or lifting them would not be exact. `required`: the keys the node requires
+    anyway (every valid object holds them too). `count`: the node is a closed object of this
+    many keys (see `_counted`); the parts are then written out as one branch per choice of
+    left-out keys F, each with `maxProperties` = count - |F| (so that llguidance offers no `,`
+    once every key it still allows is used), at most _MAX_CHOICES.
 
     Lifted, the tracker closes an object only where some branch's keys R_k (and the node's
-    required keys Q) are all written, and llguidance keeps only parts: some branch i's parts
-    hold. A part's keys in R_i or Q are dropped (with them written, leaving one out is
-    impossible; a part left empty: branch i can never hold, dropped). Exact where, for branches
-    i != k, a part of i lies within R_k and Q (those written: i's parts fail, so the branch whose
-    parts hold is the one whose keys are written) or k has no parts (R_k written is enough).
-    Never a dead end: a branch whose parts hold leaves out only keys outside R_i and Q, which can
-    all still be written."""
+    required keys Q) are all written and none of the keys ruling k out, and llguidance keeps
+    only parts: some branch i's parts hold. A part's keys in R_i or Q are dropped (with them
+    written, leaving one out is impossible; a part left empty: branch i can never hold,
+    dropped). Exact where k's parts all hold once R_k is written and none ruling k out is (k
+    has no part of two keys or more), or, for branches i != k, a part of i lies within R_k and
+    Q (those written: i's parts fail, so the branch whose parts hold is the one whose keys are
+    written). Never a dead end: a branch whose parts hold leaves out only keys outside R_i and
+    Q, which can all still be written, and no key ruling it out is written."""
     ways: list[tuple[frozenset[str], list[list[str]]]] = []
     for branch in branches:
         if not isinstance(branch, dict):
@@ -544,9 +550,9 @@ def _branch_ways(branches: list[Any], props: dict, required: frozenset[str], cou
         return None
     for i, (_, absent) in enumerate(ways):
         for k, (names_k, other) in enumerate(ways):
-            if i != k and other and not any(set(keys) <= names_k | required for keys in absent):
+            if i != k and any(len(keys) > 1 for keys in other) and not any(set(keys) <= names_k | required for keys in absent):
                 return None
-    kept = tuple(names for names, _ in ways)
+    kept = tuple((names, frozenset(keys[0] for keys in absent if len(keys) == 1)) for names, absent in ways)
     if not all(absent for _, absent in ways):
         return kept, None
     if count is not None:
@@ -649,9 +655,14 @@ def _lifts_move(planner: "_Planner", released: Released) -> bool:
     """Whether the plan moves every key a lift names. One still declared (the pattern budget,
     another member of the family keeping it) can no longer be written once a later key is, and
     the tracker would wait for it forever."""
-    named = [(i, frozenset().union(*ways)) for i, ways in released.any_of.items()]
+    named = [(i, frozenset().union(*(needs for needs, _ in ways))) for i, ways in released.any_of.items()]
     named += [(i, frozenset(needs).union(*needs.values())) for i, needs in released.dependent.items()]
     return all(i in planner.nodes and all(planner.moves(planner.nodes[i], k) for k in keys) for i, keys in named)
+
+
+def _has_union(spec: dict) -> bool:
+    """Whether some node of `spec` holds an anyOf or oneOf (cheap: most schemas hold none)."""
+    return any("anyOf" in node or "oneOf" in node for node in _every_node(spec))
 
 
 def any_order(spec: Any, released: Released | None = None, lift: bool = True) -> Any:
@@ -668,6 +679,12 @@ def any_order(spec: Any, released: Released | None = None, lift: bool = True) ->
     original = spec
     spec = _discriminator_first(spec) or spec
     planner = _Planner(spec)
+    if released is not None and lift and not released.unique_at and _has_union(spec):
+        merged = closed_unions_merged(spec, _fixed(spec, planner, released), planner.resolve)  # then lifted
+        if merged is not None:
+            other = _Planner(merged[0])
+            if merged[1] <= _fixed(merged[0], other, released):
+                spec, planner = merged[0], other
     lifted = False
     if released is not None:
         planner.fixed = _fixed(spec, planner, released)

@@ -172,7 +172,7 @@ class KeyContexts:
     context of a key's value and of an array's elements. Built lazily, kept per compiled grammar."""
 
     def __init__(self, spec: dict, freed: dict[int, frozenset[str]], fixed: set[int], resolve: Callable[[str], dict | None],
-                 kinds: Kinds = _any_kind, any_of: dict[int, tuple[frozenset[str], ...]] | None = None,
+                 kinds: Kinds = _any_kind, any_of: dict[int, tuple[tuple[frozenset[str], frozenset[str]], ...]] | None = None,
                  dependent: dict[int, dict[str, frozenset[str]]] | None = None) -> None:
         self._freed = freed
         self._any_of = any_of or {}
@@ -185,6 +185,8 @@ class KeyContexts:
         # context -> the key sets the tracker enforces, one of which an object must hold whole
         # (its nodes' freed keys, with one set of each lifted anyOf: Released.any_of)
         self.required: list[tuple[frozenset[str], ...]] = [(frozenset(),)]
+        # context -> per way of `required`, the keys whose writing rules it out (None: no way has any)
+        self.ruled_out: list[tuple[frozenset[str], ...] | None] = [None]
         # context -> key -> the keys an object holding it must hold too (Released.dependent)
         self.dependent: list[dict[str, frozenset[str]]] = [{}]
         self._by_key: dict[tuple[int, str], int] = {}
@@ -215,12 +217,15 @@ class KeyContexts:
         if found is None:
             found = self._ids[key] = len(self._nodes)
             self._nodes.append(tuple(nodes.values()))
-            ways = [frozenset().union(*(self._freed.get(i, frozenset()) for i in nodes))]
+            ways = [(frozenset().union(*(self._freed.get(i, frozenset()) for i in nodes)), frozenset())]
             for i in nodes:
                 if i in self._any_of:
-                    ways = [way | keys for way in ways for keys in self._any_of[i]]
-            # a way holding another is never the first met: the smaller one empties first
-            self.required.append(tuple(w for w in dict.fromkeys(ways) if not any(o < w for o in ways)))
+                    ways = [(keys | more, out | ruled) for keys, out in ways for more, ruled in self._any_of[i]]
+            # a way holding another's keys and the keys ruling it out is met only where that one is
+            ways = list(dict.fromkeys(ways))
+            ways = [w for w in ways if not any(o != w and o[0] <= w[0] and o[1] <= w[1] for o in ways)]
+            self.required.append(tuple(keys for keys, _ in ways))
+            self.ruled_out.append(tuple(out for _, out in ways) if any(out for _, out in ways) else None)
             dependent: dict[str, frozenset[str]] = {}
             for i in nodes:
                 for name, needs in self._dependent.get(i, {}).items():
@@ -261,9 +266,10 @@ class Released:
     unique_at: list[str] = field(default_factory=list)
     freed: dict[int, frozenset[str]] = field(default_factory=dict)
     # per fixed node (by id) whose anyOf of bare `required` branches (or overlapping oneOf of
-    # them, as llguidance_schema writes it) any_order lifted out of `spec`: each branch's keys,
-    # one set of which the tracker requires
-    any_of: dict[int, tuple[frozenset[str], ...]] = field(default_factory=dict)
+    # them, as llguidance_schema writes it; or a union of closed objects, json_closed_unions)
+    # any_order lifted out of `spec`: per branch, its keys (those of one branch the tracker
+    # requires) and the keys whose writing rules the branch out
+    any_of: dict[int, tuple[tuple[frozenset[str], frozenset[str]], ...]] = field(default_factory=dict)
     # per fixed node (by id) whose dependentRequired conditions any_order lifted out of `spec`:
     # each key with the keys an object holding it must hold too
     dependent: dict[int, dict[str, frozenset[str]]] = field(default_factory=dict)

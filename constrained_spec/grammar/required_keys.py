@@ -12,7 +12,8 @@ off where it was not before.
 
 State: (stack, in_string, escaped, key, pending, skip). stack holds frames: an object is
 (context, missing keys: per way to meet it, the keys that way still needs (one way unless an
-anyOf of bare `required` branches was lifted: json_key_order), the context of the current key's
+anyOf of bare `required` branches or a union of closed objects was lifted: json_key_order; a
+way a written key rules out needs `None` from then on), the context of the current key's
 value, key next, the keys written where the context has dependentRequired keys (a key written
 adds those it requires, unless written before)), an array is its
 elements' context (int). key: the raw bytes of the key being read (None outside keys). pending:
@@ -38,6 +39,7 @@ __all__ = ["RequiredKeysGrammar", "RequiredKeysMatcher"]
 State = tuple
 _MISSING = None  # what _advance returns where a byte closes an object missing a required key
 _NOTHING_WRITTEN: frozenset[str] = frozenset()
+_RULED_OUT = frozenset({None})  # a way a written key ruled out: it misses a key no object writes
 
 
 def _advance(state: State, data: bytes, contexts: KeyContexts) -> State | None:
@@ -62,6 +64,9 @@ def _advance(state: State, data: bytes, contexts: KeyContexts) -> State | None:
                             missing = tuple(way | (needs[name] - written) for way in missing)
                         written = written | {name}
                     missing = tuple(way - {name} for way in missing) if any(name in way for way in missing) else missing
+                    ruled = contexts.ruled_out[context]
+                    if ruled is not None and any(name in out for out in ruled):  # a branch this key rules out: never met
+                        missing = tuple(_RULED_OUT if name in out else way for way, out in zip(missing, ruled))
                     stack = stack[:-1] + ((context, missing, contexts.of_key(context, name), False, written),)
                     key = None
             elif key is not None:

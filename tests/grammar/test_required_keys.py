@@ -818,3 +818,111 @@ def test_generated_schemas_with_typed_unions(smollm2_tokenizer, smollm2_vocab):
 
     counts = _walk_family(random.Random(13), 40, make, smollm2_tokenizer, smollm2_vocab)
     assert counts["valid"] >= 150 and counts["texts"] - counts["valid"] >= 50 and counts["tracked"] >= 20, counts
+
+
+def _closed(props: dict, required: list[str]) -> dict:
+    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+
+
+_INT, _STR = {"type": "integer"}, {"type": "string"}
+
+
+@pytest.mark.parametrize("union", ["oneOf", "anyOf"])
+@pytest.mark.parametrize("shape", ["marked", "one-requires-shared-only", "by-ref"])
+def test_a_union_of_closed_objects_is_one_object_with_branch_ways(union, shape):
+    """A union of closed objects (F5's AS3 `frontend`: an iApp object or a virtual server
+    object) kept each branch's required keys, and the optional keys declared before them, in
+    schema order: `{"a":1,"c":2}` was refused where branch A declares c first. Written as one
+    closed object (json_closed_unions.py) and lifted, the tracker requires some branch's keys,
+    a branch ruled out once a key it does not declare is written (B requires only the shared
+    `b` in one shape: `{"b":"x","a":1}` must not close as B). Every arrangement of every subset
+    of five keys (x undeclared) against jsonschema, byte by byte with EOS, the mask at `}` as
+    validate_tokens; every prefix taken can still be closed validly (13 or 14 valid texts of
+    326). Under a key with the branches referenced, hand-picked texts."""
+    from constrained_spec.grammar import Vocabulary
+
+    vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+    # five keys a branch: fewer are written in every order instead (json_key_order._orders)
+    a = _closed({"c": _INT, "e": _INT, "f": _INT, "b": _STR, "a": _INT}, ["a"])
+    b = _closed({"g": _INT, "h": _INT, "d": {}, "i": _INT, "b": _STR}, ["b"] if shape == "one-requires-shared-only" else ["b", "d"])
+    schema = {union: [a, b]}
+    if shape == "by-ref":
+        schema = {"$defs": {"A": a, "B": b}, "type": "object", "properties": {"u": {union: [{"$ref": "#/$defs/A"}, {"$ref": "#/$defs/B"}]}}}
+    compiled = compile_json_schema(schema, vocab)
+    assert isinstance(compiled, RequiredKeysGrammar)
+    contexts = compiled.contexts
+    if shape == "by-ref":  # the union under a key, its branches referenced: the objects under `u`
+        def accepted(text: str) -> bool:
+            ids = list(text.encode()) + [256]
+            return compiled.matcher().validate_tokens(ids) == len(ids)
+
+        validator = jsonschema.Draft202012Validator(schema)
+        texts = ['{"u":{"a":1,"c":2}}', '{"u":{"b":"x","c":2,"a":1}}', '{"u":{"d":null,"b":"x"}}', '{"u":{"b":"x","a":1,"d":null}}',
+                 '{"u":{"b":"x"}}', '{"u":{"c":2}}', '{"u":{"a":1,"x":[]}}', '{"u":{}}']
+        for text in texts:
+            assert accepted(text) is validator.is_valid(json.loads(text)), text
+        assert sum(validator.is_valid(json.loads(t)) for t in texts) == 3
+        return
+    ways = sorted(zip(map(sorted, contexts.required[contexts.root]), map(sorted, contexts.ruled_out[contexts.root])))
+    assert ways == [(["a"], ["d", "g", "h", "i"]), (["b"] if shape == "one-requires-shared-only" else ["b", "d"], ["a", "c", "e", "f"])]
+    validator = jsonschema.Draft202012Validator(schema)
+    judged = _every_arrangement(compiled, validator, vocab, closed=True)
+    valid = 11 + (3 if shape == "one-requires-shared-only" else 2)  # A: a with any of b, c in any order; B: b (and d)
+    assert judged[True] == valid and judged[False] == 326 - valid, judged
+    every = {"a": "1", "b": '"x"', "c": "2", "d": "null", "x": "[]", **{k: "3" for k in "efghi"}}
+    assert _closable(compiled, validator, vocab, every) > 300  # prefixes taken
+
+
+def test_a_one_of_of_closed_objects_an_object_may_meet_twice_stays_a_one_of():
+    """Where an object can meet two closed branches (A's required keys B declares and the
+    other way round), oneOf refuses it while one merged object would not: no merge, and
+    `{"a":1}` (both branches) stays refused. The same union as anyOf is merged, and takes it."""
+    from constrained_spec.grammar import Vocabulary
+    from constrained_spec.grammar.json_closed_unions import closed_unions_merged
+
+    a = _closed({"a": _INT, "b": _STR, "e": _INT, "f": _INT, "g": _INT}, ["a"])
+    b = _closed({"b": _STR, "a": _INT, "c": _INT, "e": _INT, "f": _INT, "g": _INT}, ["a"])
+    for union in ("oneOf", "anyOf"):
+        schema = {"type": "object", "properties": {"u": {union: [a, b]}}}
+        merged = closed_unions_merged(schema, fixed_nodes(schema, lambda ref: None), lambda ref: None)
+        assert (merged is None) is (union == "oneOf"), union
+    vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+    for union in ("oneOf", "anyOf"):
+        schema = {"type": "object", "properties": {"u": {union: [a, b]}}}
+        validator = jsonschema.Draft202012Validator(schema)
+        try:
+            compiled = compile_json_schema(schema, vocab)
+        except GrammarError:
+            assert union == "oneOf"  # refused by name is fine; accepted wrongly is not
+            continue
+        for text in ('{"u":{"a":1}}', '{"u":{"b":"x","a":1}}', '{"u":{"a":1,"c":2}}', '{"u":{"c":2,"b":"x","a":1}}', '{"u":{"b":"x"}}'):
+            ids = list(text.encode()) + [256]
+            accepted = compiled.matcher().validate_tokens(ids) == len(ids)
+            if union == "anyOf":
+                assert accepted is validator.is_valid(json.loads(text)), (union, text)
+            else:  # the union as llguidance writes it: a branch's keys as declared (c after a), never an invalid text
+                assert not accepted or validator.is_valid(json.loads(text)), (union, text)
+        held = compiled.matcher().validate_tokens(list(b'{"u":{"a":1}}') + [256]) == 14
+        assert held is (union == "anyOf"), union  # it meets both branches
+
+
+def test_a_union_of_closed_objects_stays_a_union_where_a_shared_key_differs():
+    """A key both branches declare with different schemas (`b` a string in A, an integer in B):
+    which schema applies is the branch's, so no merge; the union is still sound (its branches'
+    keys as declared: `b` after `a` in A)."""
+    from constrained_spec.grammar import Vocabulary
+    from constrained_spec.grammar.json_closed_unions import closed_unions_merged
+
+    five = {"e": _INT, "f": _INT, "g": _INT}
+    schema = {"type": "object", "properties": {"u": {"oneOf": [_closed({"a": _INT, "b": _STR, **five}, ["a"]), _closed({"b": _INT, "d": {}, **five}, ["d"])]}}}
+    assert closed_unions_merged(schema, fixed_nodes(schema, lambda ref: None), lambda ref: None) is None
+    same = json.loads(json.dumps(schema).replace('"b": {"type": "integer"}', '"b": {"type": "string"}'))
+    assert closed_unions_merged(same, fixed_nodes(same, lambda ref: None), lambda ref: None) is not None
+    vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+    compiled, validator = compile_json_schema(schema, vocab), jsonschema.Draft202012Validator(schema)
+    for text in ('{"u":{"a":1,"b":"x"}}', '{"u":{"b":"x","a":1}}', '{"u":{"b":1,"d":2}}', '{"u":{"b":"x","d":2}}', '{"u":{"d":2,"b":1}}',
+                 '{"u":{"a":1,"b":1}}', '{"u":{"b":"x","d":2}}'):
+        ids = list(text.encode()) + [256]
+        accepted = compiled.matcher().validate_tokens(ids) == len(ids)
+        assert not accepted or validator.is_valid(json.loads(text)), text
+        assert accepted or text in ('{"u":{"b":"x","a":1}}', '{"u":{"d":2,"b":1}}') or not validator.is_valid(json.loads(text)), text

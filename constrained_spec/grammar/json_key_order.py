@@ -592,7 +592,7 @@ def _parts_flattened(parts: list[Any], props: dict) -> tuple[list[Any], frozense
     return (branches, required) if branches is not None else None
 
 
-def _lifted(spec: dict, fixed: set[int]) -> tuple[dict, dict[int, tuple[frozenset[str], ...]], dict[int, dict[str, frozenset[str]]], set[int]] | None:
+def _lifted(spec: dict, fixed: set[int]) -> tuple[dict, dict[int, tuple[tuple[frozenset[str], frozenset[str]], ...]], dict[int, dict[str, frozenset[str]]], set[int]] | None:
     """A copy of `spec` without what the required-keys tracker can enforce instead on fixed nodes
     (their keys then move like optional ones): an anyOf whose branches only require keys the node
     itself declares ("at least one of these", 58 of the 172 JSONSchemaBench schemas with a valid
@@ -600,10 +600,12 @@ def _lifted(spec: dict, fixed: set[int]) -> tuple[dict, dict[int, tuple[frozense
     one of these": an overlapping oneOf, Glaive's calculate_area; a closed object only where its
     key count tells when it is full, see `_branch_ways`), and an allOf of `dependentRequired` conditions on keys it declares
     (docker-compose's services: a closed object with `memswap_limit` needing `mem_limit` kept its
-    56 keys in schema order). With, per copied node (by id), the branches' key sets (one of which
-    the tracker requires whole), the keys each key requires, and the ids of the branches written
-    with a key count (a closed object's, `_branch_ways`). None where nothing lifts."""
-    chosen: dict[int, tuple[frozenset[str], ...]] = {}
+    56 keys in schema order), or on undeclared keys where it takes any key (Glaive's
+    calculate_area `dimensions`: `shape` needing `circle`, neither declared, kept the measures in
+    schema order). With, per copied node (by id), the branches' ways (`_branch_ways`: the keys
+    of one of which the tracker requires whole), the keys each key requires, and the ids of the
+    branches written with a key count (a closed object's, `_branch_ways`). None where nothing lifts."""
+    chosen: dict[int, tuple[tuple[frozenset[str], frozenset[str]], ...]] = {}
     left: dict[int, list[dict] | None] = {}
     flattened: dict[int, list[str]] = {}  # node -> its required keys with its allOf parts' (_parts_flattened)
     needs: dict[int, dict[str, frozenset[str]]] = {}
@@ -628,7 +630,8 @@ def _lifted(spec: dict, fixed: set[int]) -> tuple[dict, dict[int, tuple[frozense
                 flattened[id(node)] = [*(node["required"] if isinstance(node.get("required"), list) else []), *sorted(extra - own)]
         elif isinstance(parts, list) and parts and not set(node) & (_NOT_BESIDE_LIFTED - {"allOf"}) and "anyOf" not in node:
             dependencies = [_dependency(p) for p in parts]
-            if None not in dependencies and all(k in props and props[k] is not False for name, keys in dependencies for k in (name, *keys)):
+            any_key = node.get("additionalProperties", True) is True  # an undeclared key is always writable (nothing beside bounds keys)
+            if None not in dependencies and all(props[k] is not False if k in props else any_key for name, keys in dependencies for k in (name, *keys)):
                 merged: dict[str, frozenset[str]] = {}
                 for name, keys in dependencies:
                     merged[name] = merged.get(name, frozenset()) | keys
@@ -652,12 +655,14 @@ def _lifted(spec: dict, fixed: set[int]) -> tuple[dict, dict[int, tuple[frozense
 
 
 def _lifts_move(planner: "_Planner", released: Released) -> bool:
-    """Whether the plan moves every key a lift names. One still declared (the pattern budget,
-    another member of the family keeping it) can no longer be written once a later key is, and
-    the tracker would wait for it forever."""
+    """Whether the plan moves every declared key a lift names. One still declared (the pattern
+    budget, another member of the family keeping it) can no longer be written once a later key
+    is, and the tracker would wait for it forever; an undeclared one (a dependency's, in an
+    object taking any key) is written among the undeclared keys, after every declared one."""
     named = [(i, frozenset().union(*(needs for needs, _ in ways))) for i, ways in released.any_of.items()]
     named += [(i, frozenset(needs).union(*needs.values())) for i, needs in released.dependent.items()]
-    return all(i in planner.nodes and all(planner.moves(planner.nodes[i], k) for k in keys) for i, keys in named)
+    return all(i in planner.nodes and all(planner.moves(planner.nodes[i], k) for k in keys if k in planner.nodes[i].get("properties", {}))
+               for i, keys in named)
 
 
 def _has_union(spec: dict) -> bool:

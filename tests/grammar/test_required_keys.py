@@ -355,6 +355,33 @@ def test_dependent_required_keys_are_lifted_to_the_tracker(keyword, closed):
     assert judged == ({True: 33, False: 293} if closed else {True: 185, False: 141}), judged  # (326 texts)
 
 
+@pytest.mark.parametrize("closed", [False, True], ids=["open", "closed"])
+def test_dependencies_on_undeclared_keys_are_lifted_where_any_key_is_writable(closed):
+    """Glaive's calculate_area `dimensions` (`dependencies: {"shape": ["circle"]}`, neither key
+    declared) kept its required measures in schema order: a family still requiring an undeclared
+    key writes nothing moved. In an object taking any key the condition is lifted too (an
+    undeclared key is written among the undeclared ones): `x` needs `d`, `a` needs `x`; every
+    arrangement of every subset of five keys against jsonschema, every prefix taken still
+    closable. A closed object cannot write `x`: not lifted, its keys as declared, `a` refused."""
+    from constrained_spec.grammar import Vocabulary
+
+    vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "integer"}, "d": {}},
+              "required": ["c", "b"], "dependencies": {"x": ["d"], "a": ["x"]}, **({"additionalProperties": False} if closed else {})}
+    compiled = compile_json_schema(schema, vocab)
+    validator = jsonschema.Draft7Validator(schema)
+    if closed:  # `a` needs `x`, which no object writes: `a` is never written (the keys as declared, never an invalid text)
+        for text in ('{"b":"x","c":1}', '{"b":"x","c":1,"d":null}', '{"a":1,"b":"x","c":1}', '{"b":"x","c":1,"x":[]}'):
+            ids = list(text.encode()) + [256]
+            assert (compiled.matcher().validate_tokens(ids) == len(ids)) is validator.is_valid(json.loads(text)), text
+        return
+    assert isinstance(compiled, RequiredKeysGrammar)
+    assert compiled.contexts.dependent[compiled.contexts.root] == {"x": {"d"}, "a": {"x"}}
+    judged = _every_arrangement(compiled, validator, vocab)
+    assert judged == {True: 152, False: 174}, judged  # (326 texts)
+    assert _closable(compiled, validator, vocab, {"a": "1", "b": '"x"', "c": "2", "d": "null", "x": "[]"}) > 50
+
+
 def test_required_keys_move_under_patterns_every_reader_agrees_on():
     """A value under `patternProperties` is fixed where the key's text tells which patterns apply
     (explicit characters: `^[a-z]+$`; not `\\w`, read differently by Python, ECMA and llguidance):

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from copy import deepcopy
 from typing import Any
 
-from .json_merge import ANNOTATIONS, pointer_parts, same_json
+from .json_merge import ANNOTATIONS, same_json
 
 __all__ = ["closed_unions_merged"]
 
@@ -34,20 +34,22 @@ _BESIDE = ANNOTATIONS | {"$comment", "type"}  # what a union's node may say besi
 _BRANCH = ANNOTATIONS | {"$comment", "type", "properties", "required", "additionalProperties"}
 
 
-def closed_unions_merged(spec: dict, fixed: set[int], resolve: Callable[[str], dict | None]) -> tuple[dict, set[int]] | None:
+def closed_unions_merged(spec: dict, fixed: set[int], own: Callable[[Any], Any],
+                         pointed: Callable[[], set[tuple[str, ...]]]) -> tuple[dict, set[int]] | None:
     """A copy of `spec` with each fixed node that is only a union of closed objects (see the
     module docstring) written as one object, and the ids of those objects in the copy; None
     where no node is such. `fixed`: the ids of `spec`'s fixed nodes (json_required.fixed_nodes);
-    `resolve`: a local `$ref` to its node in `spec`."""
+    `own`: a branch, the node it names where it is only a `$ref` (json_key_order._through_ref);
+    `pointed`: the paths `spec`'s local `$ref`s name (asked once a union qualifies)."""
     found: list[tuple[dict, dict]] = []
-    refs: list[tuple[str, ...]] | None = None
+    refs: set[tuple[str, ...]] | None = None
     for node, path in _nodes(spec, ()):
         if id(node) not in fixed or not ("anyOf" in node or "oneOf" in node):
             continue
-        merged = _merged(node, resolve)
+        merged = _merged(node, own)
         if merged is None:
             continue
-        refs = _ref_paths(spec) if refs is None else refs
+        refs = pointed() if refs is None else refs
         if not any(len(ref) > len(path) and ref[: len(path)] == path for ref in refs):
             found.append((node, merged))
     if not found:
@@ -61,7 +63,7 @@ def closed_unions_merged(spec: dict, fixed: set[int], resolve: Callable[[str], d
     return copy, {id(memo[id(node)]) for node, _ in found}
 
 
-def _merged(node: dict, resolve: Callable[[str], dict | None]) -> dict | None:
+def _merged(node: dict, resolved: Callable[[Any], Any]) -> dict | None:
     """The one closed object a union node means (the module docstring), None where it is not such a node."""
     unions = [k for k in ("anyOf", "oneOf") if k in node]
     if len(unions) != 1 or set(node) - _BESIDE - {unions[0]} or node.get("type", "object") != "object":
@@ -71,7 +73,7 @@ def _merged(node: dict, resolve: Callable[[str], dict | None]) -> dict | None:
         return None
     objects: list[dict] = []
     for branch in branches:
-        own = resolve(branch["$ref"]) if isinstance(branch, dict) and set(branch) - ANNOTATIONS == {"$ref"} and isinstance(branch["$ref"], str) else branch
+        own = resolved(branch)
         if not isinstance(own, dict) or set(own) - _BRANCH or own.get("additionalProperties") is not False \
                 or own.get("type", "object") != "object":
             return None
@@ -114,9 +116,3 @@ def _nodes(value: Any, path: tuple[str, ...]) -> Iterator[tuple[dict, tuple[str,
             todo += [(v, (*path, k)) for k, v in value.items() if isinstance(v, (dict, list))]
         elif isinstance(value, list):
             todo += [(v, (*path, str(i))) for i, v in enumerate(value) if isinstance(v, (dict, list))]
-
-
-def _ref_paths(spec: dict) -> list[tuple[str, ...]]:
-    """The paths every local `$ref` in `spec` points to."""
-    return [tuple(pointer_parts(node["$ref"])) for node, _ in _nodes(spec, ())
-            if isinstance(node.get("$ref"), str) and node["$ref"].startswith("#")]

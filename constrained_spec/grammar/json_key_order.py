@@ -684,15 +684,18 @@ def any_order(spec: Any, released: Released | None = None, lift: bool = True) ->
     original = spec
     spec = _discriminator_first(spec) or spec
     planner = _Planner(spec)
+    fixed = _fixed(spec, planner, released) if released is not None else set()
     if released is not None and lift and not released.unique_at and _has_union(spec):
-        merged = closed_unions_merged(spec, _fixed(spec, planner, released), planner.resolve)  # then lifted
+        merged = closed_unions_merged(spec, fixed, lambda branch: _through_ref(branch, planner.resolve),
+                                      lambda: _refs_in(spec, set()))  # then lifted
         if merged is not None:
             other = _Planner(merged[0])
-            if merged[1] <= _fixed(merged[0], other, released):
-                spec, planner = merged[0], other
+            other_fixed = _fixed(merged[0], other, released)
+            if merged[1] <= other_fixed:
+                spec, planner, fixed = merged[0], other, other_fixed
     lifted = False
     if released is not None:
-        planner.fixed = _fixed(spec, planner, released)
+        planner.fixed = fixed
         copied = _lifted(spec, planner.fixed) if lift else None
         if copied is not None:  # planned again on the copy, whose nodes it holds by identity
             spec, released.any_of, released.dependent, counting = copied

@@ -914,7 +914,7 @@ def test_a_one_of_of_closed_objects_an_object_may_meet_twice_stays_a_one_of():
     b = _closed({"b": _STR, "a": _INT, "c": _INT, "e": _INT, "f": _INT, "g": _INT}, ["a"])
     for union in ("oneOf", "anyOf"):
         schema = {"type": "object", "properties": {"u": {union: [a, b]}}}
-        merged = closed_unions_merged(schema, fixed_nodes(schema, lambda ref: None), lambda ref: None)
+        merged = closed_unions_merged(schema, fixed_nodes(schema, lambda ref: None), lambda branch: branch, set)
         assert (merged is None) is (union == "oneOf"), union
     vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
     for union in ("oneOf", "anyOf"):
@@ -945,9 +945,9 @@ def test_a_union_of_closed_objects_stays_a_union_where_a_shared_key_differs():
 
     five = {"e": _INT, "f": _INT, "g": _INT}
     schema = {"type": "object", "properties": {"u": {"oneOf": [_closed({"a": _INT, "b": _STR, **five}, ["a"]), _closed({"b": _INT, "d": {}, **five}, ["d"])]}}}
-    assert closed_unions_merged(schema, fixed_nodes(schema, lambda ref: None), lambda ref: None) is None
+    assert closed_unions_merged(schema, fixed_nodes(schema, lambda ref: None), lambda branch: branch, set) is None
     same = json.loads(json.dumps(schema).replace('"b": {"type": "integer"}', '"b": {"type": "string"}'))
-    assert closed_unions_merged(same, fixed_nodes(same, lambda ref: None), lambda ref: None) is not None
+    assert closed_unions_merged(same, fixed_nodes(same, lambda ref: None), lambda branch: branch, set) is not None
     vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
     compiled, validator = compile_json_schema(schema, vocab), jsonschema.Draft202012Validator(schema)
     for text in ('{"u":{"a":1,"b":"x"}}', '{"u":{"b":"x","a":1}}', '{"u":{"b":1,"d":2}}', '{"u":{"b":"x","d":2}}', '{"u":{"d":2,"b":1}}',

@@ -264,7 +264,9 @@ class _Planner:
         nodes it is written from: the node, its reference, allOf parts, then the branch (the
         order a reader takes them in; see the module docstring). None if a reference cannot be
         followed or loops back. Past
-        _MAX_WAYS ways, the branches of a choice count as all taken (more keys stay declared)."""
+        _MAX_WAYS ways, each branch's own choices count as taken at once (a branch written as
+        copies in every key order: one way), then, still past it, all branches of the choice
+        (more keys stay declared)."""
         ways: list[list[dict]] = [[node]]
         groups: list[tuple[list[Any], bool]] = []
         if "$ref" in node:
@@ -289,6 +291,8 @@ class _Planner:
                     ways = [w + s for w in ways for s in sub][: _MAX_WAYS + 1]
             elif options:  # one branch
                 alternatives = [s for sub in options for s in sub]
+                if len(ways) * len(alternatives) > _MAX_WAYS:  # each branch's own choices as taken at once
+                    alternatives = [[n for s in sub for n in s] for sub in options]
                 if len(ways) * len(alternatives) > _MAX_WAYS:
                     alternatives = [[n for s in alternatives for n in s]]
                 ways = [w + s for w in ways for s in alternatives]

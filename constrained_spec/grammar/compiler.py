@@ -289,7 +289,10 @@ def compile_json_schema(
     strict: refuse keywords that are neither JSON-schema validation keywords nor annotations
     (by default they are ignored and listed on the log). closed_objects: no object admits keys
     its schema does not declare (by default `additionalProperties` absent means any extra key,
-    the JSON-schema meaning, which costs 5-10x compile time on the regex path).
+    the JSON-schema meaning, which costs 5-10x compile time on the regex path), and a closed
+    object whose declared keys are all required writes them in schema order (xgrammar's and
+    OpenAI's strict mode: each next key is forced text, drafted at no model cost); by default
+    keys go in any order there too (every valid instance reachable).
     frame: (prefix, suffix), literal text written before and after the JSON value (the server's
     `<tool_call>` ... `</tool_call>`); printable ASCII without JSON's structural characters, so
     the wrappers that follow the JSON byte by byte (unique keys and items) pass over it."""
@@ -438,7 +441,7 @@ def _llguidance_or_native(
             compiled = None
             # the required keys that moved, for the tracker; none inside unique arrays' items
             released = Released(unique_at=[where.removesuffix("/uniqueItems") for where in unique_items])
-            reordered = any_order(spec, released)  # keys in any order; as declared where llguidance refuses that
+            reordered = any_order(spec, released, forced_order=closed_objects)  # keys in any order; as declared where llguidance refuses that
             for spec in [reordered, spec] if reordered is not spec else [spec]:
                 try:
                     compiled = compile_llguidance("json_schema", spec, vocab, whitespace=whitespace, frame=frame)

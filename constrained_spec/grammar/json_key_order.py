@@ -200,10 +200,11 @@ def _infinite_plain(pattern: str) -> bool:
 
 
 class _Planner:
-    def __init__(self, spec: dict) -> None:
+    def __init__(self, spec: dict, forced_order: bool = False) -> None:
         from .json_schema import _Translator  # noqa: PLC0415 (its reference resolution, on `spec` itself)
 
         self.spec = spec
+        self.forced_order = forced_order  # closed objects whose declared keys are all required keep schema order
         self.keep: dict[int, int] = {}  # id(node) -> how many of its declared keys stay declared
         self.nodes: dict[int, dict] = {}
         self._refs = _Translator(spec, "compact")
@@ -327,12 +328,12 @@ class _Planner:
         every = {k for m in members if isinstance(m.get("required"), list) for k in m["required"] if isinstance(k, str)}
         required = {k for m in members if isinstance(m.get("required"), list) for k in m["required"]
                     if isinstance(k, str) and not self.freeable(m, k, falsified, declarers)}
-        # none moves where llguidance writes a required undeclared key (before every pattern), and
-        # in a closed object whose declared keys are all required (OpenAI's strict tools): there
-        # they stay in schema order, forced text the forced proposer drafts at no model cost
-        # (xgrammar and llguidance write them so too)
+        # none moves where llguidance writes a required undeclared key (before every pattern), nor,
+        # with forced_order, in a closed object whose declared keys are all required (OpenAI's
+        # strict tools): there they stay in schema order, forced text the forced proposer drafts
+        # at no model cost (xgrammar and llguidance write them so too)
         strict = declared <= every and any(m.get("additionalProperties", True) is False for m in members)
-        if required - declared or strict:
+        if required - declared or (strict and self.forced_order):
             required = every
         for m in members:  # llguidance merges their values too: nothing moves inside them, nor in what
             for name in twice & (set(m["properties"]) if isinstance(m.get("properties"), dict) else set()):
@@ -675,7 +676,7 @@ def _has_union(spec: dict) -> bool:
     return any("anyOf" in node or "oneOf" in node for node in _every_node(spec))
 
 
-def any_order(spec: Any, released: Released | None = None, lift: bool = True) -> Any:
+def any_order(spec: Any, released: Released | None = None, lift: bool = True, forced_order: bool = False) -> Any:
     """`spec` (a schema for llguidance) with the optional keys that can move as exact patterns
     (one pattern per schema: `^(?:a|b)$`); `spec` itself is not changed, and is what comes back
     where no key moves. A moved key a `$ref` points into keeps its own pattern, its schema moves
@@ -683,18 +684,20 @@ def any_order(spec: Any, released: Released | None = None, lift: bool = True) ->
     (json_required.py) move too, left out of their `required`: `released` records them, and the
     result is exact only with required_keys.py's tracker enforcing them, with what `_lifted`
     takes out of what llguidance reads (unless `lift` is False, as where a lift's keys would
-    not all move)."""
+    not all move). `forced_order`: a closed object whose declared keys are all required keeps
+    them in schema order (each next key forced text; the generation surfaces, which close
+    objects, ask for it), else they too go in any order (every valid instance reachable)."""
     if not isinstance(spec, dict):
         return spec
     original = spec
     spec = _discriminator_first(spec) or spec
-    planner = _Planner(spec)
+    planner = _Planner(spec, forced_order)
     fixed = _fixed(spec, planner, released) if released is not None else set()
     if released is not None and lift and not released.unique_at and _has_union(spec):
         merged = closed_unions_merged(spec, fixed, lambda branch: _through_ref(branch, planner.resolve),
                                       lambda: _refs_in(spec, set()))  # then lifted
         if merged is not None:
-            other = _Planner(merged[0])
+            other = _Planner(merged[0], forced_order)
             other_fixed = _fixed(merged[0], other, released)
             if merged[1] <= other_fixed:
                 spec, planner, fixed = merged[0], other, other_fixed
@@ -704,14 +707,14 @@ def any_order(spec: Any, released: Released | None = None, lift: bool = True) ->
         copied = _lifted(spec, planner.fixed) if lift else None
         if copied is not None:  # planned again on the copy, whose nodes it holds by identity
             spec, released.any_of, released.dependent, counting = copied
-            planner, lifted = _Planner(spec), True
+            planner, lifted = _Planner(spec, forced_order), True
             planner.counting = counting
             planner.fixed = _fixed(spec, planner, released)
         released.spec, released.fixed, released.resolve, released.kinds = spec, planner.fixed, planner.resolve, planner.kinds
     planner.walk()
     if lifted and not _lifts_move(planner, released):  # planned as the schema says instead
         released.any_of, released.dependent = {}, {}
-        return any_order(original, released, lift=False)
+        return any_order(original, released, lift=False, forced_order=forced_order)
     if not lifted and spec is original and not any(keep < len(planner.nodes[i].get("properties", {})) for i, keep in planner.keep.items()):
         return spec
     targets = _refs_in(spec, set())

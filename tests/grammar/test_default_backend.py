@@ -535,7 +535,12 @@ def test_no_key_twice_on_llguidance(backend):
     closed = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "array", "items": {"$ref": "#/$defs/p"}}},
               "required": ["a", "b"], "additionalProperties": False,
               "$defs": {"p": {"type": "object", "properties": {"q": {"type": "integer"}}, "required": ["q"], "additionalProperties": False}}}
-    assert isinstance(compile_json_schema(closed, BYTES, backend=backend), LLGuidanceGrammar)
+    # every key required and closed: under closed_objects (strict mode) in schema order, no wrapper
+    assert isinstance(compile_json_schema(closed, BYTES, backend=backend, closed_objects=True), LLGuidanceGrammar)
+    if backend == "default":  # by default those keys come in any order (tracked), and none twice
+        compiled = compile_json_schema(closed, BYTES, backend=backend)
+        assert _walk(compiled, closed, '{"b":[{"q":1}],"a":"x"}') and _walk(compiled, closed, '{"a":"x","b":[]}')
+        assert not _walk(compiled, closed, '{"b":[],"a":"x","a":"y"}') and not _walk(compiled, closed, '{"b":[]}')
     if backend == "default":  # open: optional keys come in any order (json_key_order), a patterned key must not repeat
         optional = {k: v for k, v in closed.items() if k not in ("required", "additionalProperties")}
         compiled = compile_json_schema(optional, BYTES, backend=backend)

@@ -150,8 +150,8 @@ def test_closed_objects_count_their_keys_and_never_dead_end(smollm2_tokenizer, s
     assert any_order(optional_first) is optional_first
     required_first = {"type": "object", "properties": {"r": {}, "a": {}, "b": {"type": "string"}}, "required": ["r"], "additionalProperties": False}
     assert any_order(required_first)["properties"] == {"r": {}} and any_order(required_first)["maxProperties"] == 3
-    # every key required (OpenAI strict tools): kept in schema order, so each next key is forced
-    # text (the forced proposer drafts it: tests/proposers/test_forced_json_schema.py)
+    # every key required (OpenAI strict tools): no optional key to move (the required ones move
+    # only with `released`, and not under closed_objects: test_required_keys.py's strict tests)
     every = {"type": "object", "properties": {"r": {"type": "string"}, "a": {"type": "integer"}}, "required": ["r", "a"],
              "additionalProperties": False}
     assert any_order(every) is every

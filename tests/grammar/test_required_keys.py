@@ -6,8 +6,9 @@ to exact patterns too and the required-keys tracker refuses to close an object m
 Checked on the real tokenizer (SmolLM2), every walk judged by jsonschema:
   - hand-written shapes: every key order accepted, a missing required key refused at every
     depth (through properties, $ref, allOf, additionalProperties and array items), the frame
-    text of a tool call, fork and rollback; where a choice decides (anyOf) or every key is
-    required (strict tools: forced text) the keys stay in schema order;
+    text of a tool call, fork and rollback; where a choice decides (anyOf), or every key of a
+    closed object is required under `closed_objects=True` (strict tools: forced text), the keys
+    stay in schema order;
   - a seeded generated family (random.Random(5), 60 schemas x 12 texts): valid values in
     shuffled key order (schema order in strict objects: closed, every key required) and the
     same with one required key dropped at a random depth;
@@ -471,8 +472,10 @@ def test_frame_text_around_a_tool_call(smollm2_tokenizer, smollm2_vocab):
 
 def test_choices_and_strict_objects_keep_schema_order():
     """A node under anyOf is not fixed (which branch holds depends on the value): its required
-    keys stay declared, and with them the keys declared before them (the root's `d`). Where every declared key is required (OpenAI strict tools) nothing
-    moves: the keys stay forced text. A required key no member declares keeps the family's
+    keys stay declared, and with them the keys declared before them (the root's `d`). Where every
+    declared key of a closed object is required (OpenAI strict tools), with `forced_order` (what
+    `closed_objects=True`, the generation surfaces' mode, asks for) nothing moves: the keys stay
+    forced text; by default they go in any order (the tracker holds them). A required key no member declares keeps the family's
     required keys declared (llguidance writes it before every pattern; llguidance_schema declares
     such keys where it can: test_required_keys_no_property_declares)."""
     branch = {"properties": {"a": {}, "b": {}}, "required": ["a"]}
@@ -484,12 +487,50 @@ def test_choices_and_strict_objects_keep_schema_order():
     assert not released.freed and out["anyOf"][0]["required"] == ["a"] and "d" in out["properties"]  # before the branch: kept
     strict = {"type": "object", "properties": {"a": {}, "b": {}}, "required": ["b", "a"], "additionalProperties": False}
     released = Released()
-    assert any_order(strict, released) is strict and not released.freed
+    assert any_order(strict, released, forced_order=True) is strict and not released.freed
+    released = Released()
+    out = any_order(strict, released)
+    assert out["patternProperties"] == {"^(?:a|b)$": {}} and out["maxProperties"] == 2 and "required" not in out
+    assert list(released.freed.values()) == [frozenset({"a", "b"})]
     undeclared = {"type": "object", "properties": {"a": {}, "b": {}}, "required": ["a", "zz"]}
     released = Released()
     any_order(undeclared, released)
     assert not released.freed
 
+
+
+# Snowplow's self-describing JSON (sp_247, sp_351, sp_352 in JSONSchemaBench): a closed object
+# whose declared keys are all required, nested in another such object
+SELF_DESCRIBING = {"type": "object", "additionalProperties": False, "required": ["schema", "data"], "properties": {
+    "schema": {"type": "string", "pattern": "^iglu:"},
+    "data": {"type": "object", "additionalProperties": False, "required": ["id", "tags"],
+             "properties": {"id": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}}}}}}
+
+
+def test_closed_objects_with_every_key_required_take_any_order_unless_closed_objects(smollm2_tokenizer, smollm2_vocab):
+    """By default a closed object whose declared keys are all required takes them in any order
+    (was: schema order always, refusing 13 valid JSONSchemaBench instances: Snowplow's
+    self-describing JSON, schema-catalog, o76580, o79009, o88110, o90913); with
+    closed_objects=True (strict mode, the generation surfaces' default) they stay in schema
+    order, each next key forced text. Every order of both levels on the real tokenizer, judged
+    by jsonschema, with a key missing, repeated or unknown."""
+    inner = _permutations(['"id":1', '"tags":["a"]'])
+    texts = [text.replace("DATA", data) for text in _permutations(['"schema":"iglu:x"', '"data":DATA']) for data in inner]
+    invalid = ['{"schema":"iglu:x"}', '{"data":{"id":1,"tags":[]}}', '{"data":{"tags":[],"id":1},"schema":"iglu:x","x":1}',
+               '{"data":{"id":1},"schema":"iglu:x"}', '{"data":{"tags":[],"id":1,"id":2},"schema":"iglu:x"}',
+               '{"schema":"iglu:x","data":{"id":1,"tags":[]},"schema":"iglu:y"}', '{"schema":"x","data":{"id":1,"tags":[]}}']
+    validator = jsonschema.Draft202012Validator(SELF_DESCRIBING)
+    assert all(validator.is_valid(json.loads(text)) for text in texts) and len(texts) == 4
+    compiled = compile_json_schema(SELF_DESCRIBING, smollm2_vocab)
+    strict = compile_json_schema(SELF_DESCRIBING, smollm2_vocab, closed_objects=True)
+    for text in texts:
+        assert _accepts(compiled, smollm2_tokenizer, smollm2_vocab, text), f"valid {text} refused"
+        assert _accepts(strict, smollm2_tokenizer, smollm2_vocab, text) == (text == '{"schema":"iglu:x","data":{"id":1,"tags":["a"]}}'), text
+    for text in invalid:
+        if "\"id\":1,\"id\":2" not in text and text.count('"schema"') < 2:  # repeats: json.loads keeps the last
+            assert not validator.is_valid(json.loads(text)), text
+        assert not _accepts(compiled, smollm2_tokenizer, smollm2_vocab, text), f"invalid {text} accepted"
+        assert not _accepts(strict, smollm2_tokenizer, smollm2_vocab, text), f"invalid {text} accepted in strict mode"
 
 def _judged(schema: dict, texts: list[str], any_order_expected: bool, tokenizer, vocab):
     """Compiles `schema` and walks `texts`: no invalid one accepted (jsonschema judges), some

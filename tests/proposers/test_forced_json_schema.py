@@ -30,7 +30,9 @@ def encode(text: str) -> list[int]:
 
 @pytest.fixture(scope="module")
 def grammar():
-    return compile_json_schema(SCHEMA, Vocabulary.from_tokens(TOKENS, eos_token_id=0))
+    # closed_objects=True (the generation surfaces' mode): a closed object whose keys are all
+    # required keeps them in schema order (by default they go in any order, none forced)
+    return compile_json_schema(SCHEMA, Vocabulary.from_tokens(TOKENS, eos_token_id=0), closed_objects=True)
 
 
 def propose_after(grammar, text: str):

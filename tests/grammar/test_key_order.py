@@ -421,20 +421,26 @@ def test_a_tagged_branch_writes_its_other_required_keys_in_any_order_after_its_k
     vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
     compiled, validator = compile_json_schema(schema, vocab), jsonschema.Draft202012Validator(schema)
     values = {"x": "1", "y": "2", "note": '"n"'}
-    accepted = set()
-    for kind in ("a", "b"):
-        for size in range(1, 5):
-            for order in itertools.permutations(["kind", "x", "y", "note"], size):
-                text = "{" + ",".join(f'"{k}":' + (f'"{kind}"' if k == "kind" else values[k]) for k in order) + "}"
-                ids = list(text.encode()) + [256]
-                taken = compiled.matcher().validate_tokens(ids) == len(ids)
-                assert validator.is_valid(json.loads(text)) or not taken, text
-                if taken:
-                    accepted.add(text)
+    accepted = {text for _, _, text, _, taken in _arranged(compiled, validator, ["kind", "x", "y", "note"], "kind", ("a", "b"), values) if taken}
     for text in ('{"kind":"a","x":1,"y":2}', '{"kind":"a","y":2,"x":1}', '{"kind":"b","y":2,"x":1,"note":"n"}',
                  '{"x":1,"y":2,"kind":"a"}'):
         assert text in accepted, text
 
+
+
+def _arranged(compiled, validator, keys: list[str], tag: str, kinds: tuple, values: dict, around: tuple = ("", "")):
+    """Every arrangement of 1-4 of `keys` (`tag` valued by each kind in turn), as an object
+    (inside `around`) walked byte by byte with EOS (id 256): (kind, order, text, valid per
+    jsonschema, taken); nothing invalid is taken."""
+    for kind in kinds:
+        for size in range(1, 5):
+            for order in itertools.permutations(keys, size):
+                text = around[0] + "{" + ",".join(f'"{k}":' + (f'"{kind}"' if k == tag else values[k]) for k in order) + "}" + around[1]
+                ids = list(text.encode()) + [256]
+                valid = validator.is_valid(json.loads(text))
+                taken = compiled.matcher().validate_tokens(ids) == len(ids)
+                assert valid or not taken, f"invalid {text} accepted"
+                yield kind, order, text, valid, taken
 
 
 @pytest.mark.parametrize("size", [4, 5])
@@ -460,18 +466,13 @@ def test_a_union_of_many_branches_plans_each_branch_on_its_own(size):
     compiled, validator = compile_json_schema(schema, vocab), jsonschema.Draft202012Validator(schema)
     values = {"name": '"x"', "title": '"T"', "format": '"default"'}
     name_first = 0
-    for kind in ("k0", "k20", "k39", "zz"):
-        for count in range(1, 5):
-            for order in itertools.permutations(["name", "title", "type", "format"], count):
-                text = "[{" + ",".join(f'"{k}":' + (f'"{kind}"' if k == "type" else values[k]) for k in order) + "}]"
-                ids = list(text.encode()) + [256]
-                valid = validator.is_valid(json.loads(text))
-                taken = compiled.matcher().validate_tokens(ids) == len(ids)
-                assert valid or not taken, f"invalid {text} accepted"
-                if order[0] == "name" or (size == 4 and kind == "k0"):
-                    assert taken == valid, f"valid {text} refused"
-                    name_first += valid and order[0] == "name"
+    for kind, order, text, valid, taken in _arranged(compiled, validator, ["name", "title", "type", "format"], "type",
+                                                     ("k0", "k20", "k39", "zz"), values, ("[", "]")):
+        if order[0] == "name" or (size == 4 and kind == "k0"):
+            assert taken == valid, f"valid {text} refused"
+            name_first += valid and order[0] == "name"
     assert name_first == 3 * 16 + 5, name_first  # zz: no `type` written
+
 
 # a function-calling tool's shapes: the node declares every key and requires the kind, each
 # branch gives the kind its constant and requires its own measures (Glaive's calculate_area form)
@@ -487,17 +488,10 @@ def _shape_texts(compiled, validator) -> tuple[set[str], dict]:
     matcher accepts (each checked valid against jsonschema) and the count of valid / invalid ones."""
     values = {"side": "2", "radius": "1", "unit": '"cm"'}
     accepted, judged = set(), {True: 0, False: 0}
-    for kind in ("circle", "square"):
-        for size in range(1, 5):
-            for order in itertools.permutations(["radius", "shape", "side", "unit"], size):
-                text = "{" + ",".join(f'"{k}":' + (f'"{kind}"' if k == "shape" else values[k]) for k in order) + "}"
-                ids = list(text.encode()) + [256]
-                valid = validator.is_valid(json.loads(text))
-                taken = compiled.matcher().validate_tokens(ids) == len(ids)
-                assert valid or not taken, f"invalid {text} accepted"
-                judged[valid] += 1
-                if taken:
-                    accepted.add(text)
+    for _, _, text, valid, taken in _arranged(compiled, validator, ["radius", "shape", "side", "unit"], "shape", ("circle", "square"), values):
+        judged[valid] += 1
+        if taken:
+            accepted.add(text)
     return accepted, judged
 
 

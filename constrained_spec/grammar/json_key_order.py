@@ -933,14 +933,24 @@ def _spreads(node: dict, union: str, branches: list[dict]) -> bool:
     may be written as that union of its branches each merged with it (_merged): the node says
     only which keys it declares and requires (Glaive's shapes: `shape` declared and required
     beside a oneOf of `{"properties": {"shape": {"const": "circle"}}, "required": ["radius"]}`),
-    the branches only theirs, and nothing is closed (a branch's additionalProperties would refuse
-    the node's keys it does not declare). N and (B1 or B2) is (N and B1) or (N and B2); N and
+    the branches only theirs, and the node is open; a branch may be closed where it declares
+    every key the node declares (livelyProperties' settings: the node declares and requires
+    `type` and `value`, each closed branch declares both; else its additionalProperties would
+    judge a node key it does not declare). N and (B1 or B2) is (N and B1) or (N and B2); N and
     exactly one Bi is exactly one of (N and Bi). The keys then go with each branch, so its own
     orders can be written (llguidance writes the node's declared keys first, in its order)."""
     extra = set(node) - ANNOTATIONS - {"$schema", "$defs", "definitions", "$comment", "x-guidance", union}  # no $id: a base URI
     if not node.get("properties") or not extra <= _SPREAD_NODE or not _plain_object(node):
         return False
-    return all(not set(own) - ANNOTATIONS - {"$comment"} - _SPREAD_NODE and _plain_object(own) for own in branches)
+    declared = set(node["properties"])
+
+    def spreadable(own: dict) -> bool:
+        said = set(own) - ANNOTATIONS - {"$comment"}
+        if own.get("additionalProperties", True) is False and declared <= set(own.get("properties", {})):
+            said.discard("additionalProperties")
+        return not said - _SPREAD_NODE and _plain_object(own)
+
+    return all(spreadable(own) for own in branches)
 
 
 def _plain_object(node: dict) -> bool:

@@ -529,6 +529,40 @@ def test_union_node_keys_go_into_its_branches(union, monkeypatch):
     assert not set(kind_first) & unspread and len(unspread) == 8, sorted(unspread)
 
 
+@pytest.mark.parametrize("union", ["oneOf", "anyOf"])
+def test_union_node_keys_go_into_closed_branches_declaring_them(union):
+    """livelyProperties' settings: the node declares and requires `type` and `value`, each
+    branch is closed, declares both (its own constant and value type) and its own keys. A closed
+    branch's additionalProperties would judge a node key it did not declare, so such branches
+    were not merged with the node: llguidance wrote `type`, `value` first, and
+    `{"type":"checkbox","text":..,"value":..}` (the branch's own order) was refused. Where every
+    closed branch declares all the node's keys, N and Bi is Bi with the node's keys merged in.
+    Every arrangement of the four keys for each kind (its own values), walked byte by byte
+    against jsonschema: nothing invalid accepted, every valid text with `type` first accepted
+    (a kind's other required keys in any order after it)."""
+    from constrained_spec.grammar import Vocabulary
+
+    def closed(kind: str, props: dict, required: list[str]) -> dict:
+        return {"type": "object", "properties": {"type": {"const": kind}, **props}, "required": required, "additionalProperties": False}
+
+    schema = {"type": "object", "properties": {"type": {"enum": ["slider", "label", "checkbox"]}, "value": {}},
+              "required": ["type", "value"], union: [
+                  closed("slider", {"value": {"type": "number"}, "text": {"type": "string"}, "max": {"type": "number"}}, ["text", "max"]),
+                  closed("label", {"value": {"type": "string"}}, []),
+                  closed("checkbox", {"text": {"type": "string"}, "value": {"type": "boolean"}}, ["text"])]}
+    vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+    compiled, validator = compile_json_schema(schema, vocab), jsonschema.Draft202012Validator(schema)
+    kinds = {"slider": "1", "label": '"v"', "checkbox": "true", "zz": "1"}
+    counted = {True: 0, False: 0}
+    for kind, value in kinds.items():
+        values = {"value": value, "text": '"t"', "max": "2"}
+        for _, order, text, valid, taken in _arranged(compiled, validator, ["type", "value", "text", "max"], "type", (kind,), values):
+            counted[valid] += 1
+            if order[0] == "type":
+                assert taken == valid, f"valid {text} refused"
+    assert counted == {True: 24 + 2 + 6, False: 4 * 64 - 32}, counted  # every order of slider's 4 keys, label's 2, checkbox's 3
+
+
 def test_union_copies_stay_within_a_budget():
     """Unions nested in union branches multiply the copies (three ways a level): the copies are
     bounded (at most twice the schema's text more, past a small allowance); the outer unions are

@@ -53,7 +53,7 @@ from urllib.parse import quote
 
 from .json_closed_unions import closed_unions_merged
 from .json_merge import ANNOTATIONS, STRUCTURAL, VALIDATION, enum_values, pointer_parts, written_text
-from .json_required import Released, fixed_nodes
+from .json_required import Released, Way, fixed_nodes
 from .json_schema import _required  # noqa: PLC2701 (the compiler's own reading of `required`)
 from .protocol import GrammarError
 
@@ -514,7 +514,7 @@ def _absent_part(keys: list[str]) -> dict:
     return one[0] if len(one) == 1 else {"anyOf": one}
 
 
-def _branch_ways(branches: list[Any], props: dict, required: frozenset[str], count: int | None) -> tuple[tuple[tuple[frozenset[str], frozenset[str]], ...], list[dict] | None] | None:
+def _branch_ways(branches: list[Any], props: dict, required: frozenset[str], count: int | None) -> tuple[tuple[Way, ...], list[dict] | None] | None:
     """An anyOf whose branches require keys `props` declares, each branch perhaps with
     "not all of these keys" parts (llguidance_schema writes an overlapping `oneOf` of bare
     `required` branches so: branch i and not branch j, for every j; json_closed_unions a union
@@ -598,7 +598,7 @@ def _parts_flattened(parts: list[Any], props: dict) -> tuple[list[Any], frozense
     return (branches, required) if branches is not None else None
 
 
-def _lifted(spec: dict, fixed: set[int]) -> tuple[dict, dict[int, tuple[tuple[frozenset[str], frozenset[str]], ...]], dict[int, dict[str, frozenset[str]]], set[int]] | None:
+def _lifted(spec: dict, fixed: set[int]) -> tuple[dict, dict[int, tuple[Way, ...]], dict[int, dict[str, frozenset[str]]], set[int]] | None:
     """A copy of `spec` without what the required-keys tracker can enforce instead on fixed nodes
     (their keys then move like optional ones): an anyOf whose branches only require keys the node
     itself declares ("at least one of these", 58 of the 172 JSONSchemaBench schemas with a valid
@@ -611,7 +611,7 @@ def _lifted(spec: dict, fixed: set[int]) -> tuple[dict, dict[int, tuple[tuple[fr
     schema order). With, per copied node (by id), the branches' ways (`_branch_ways`: the keys
     of one of which the tracker requires whole), the keys each key requires, and the ids of the
     branches written with a key count (a closed object's, `_branch_ways`). None where nothing lifts."""
-    chosen: dict[int, tuple[tuple[frozenset[str], frozenset[str]], ...]] = {}
+    chosen: dict[int, tuple[Way, ...]] = {}
     left: dict[int, list[dict] | None] = {}
     flattened: dict[int, list[str]] = {}  # node -> its required keys with its allOf parts' (_parts_flattened)
     needs: dict[int, dict[str, frozenset[str]]] = {}

@@ -28,7 +28,7 @@ from typing import Any
 
 from .regular import agreed_search
 
-__all__ = ["KeyContexts", "Released", "fixed_nodes"]
+__all__ = ["KeyContexts", "Released", "Way", "fixed_nodes"]
 
 _SKIPPED = ("enum", "const", "default", "examples", "$defs", "definitions")  # hold no schema applied here
 
@@ -79,6 +79,7 @@ def _reads_only(branch: dict, kind: str, resolve: Callable[[str], dict | None]) 
 
 
 Kinds = Callable[[Any], "set[str] | None"]  # the JSON types a schema admits at most, None: any
+Way = tuple[frozenset[str], frozenset[str]]  # a lifted branch: (the keys it needs, the keys that rule it out)
 
 
 def _any_kind(schema: Any) -> None:
@@ -172,7 +173,7 @@ class KeyContexts:
     context of a key's value and of an array's elements. Built lazily, kept per compiled grammar."""
 
     def __init__(self, spec: dict, freed: dict[int, frozenset[str]], fixed: set[int], resolve: Callable[[str], dict | None],
-                 kinds: Kinds = _any_kind, any_of: dict[int, tuple[tuple[frozenset[str], frozenset[str]], ...]] | None = None,
+                 kinds: Kinds = _any_kind, any_of: dict[int, tuple[Way, ...]] | None = None,
                  dependent: dict[int, dict[str, frozenset[str]]] | None = None) -> None:
         self._freed = freed
         self._any_of = any_of or {}
@@ -269,7 +270,7 @@ class Released:
     # them, as llguidance_schema writes it; or a union of closed objects, json_closed_unions)
     # any_order lifted out of `spec`: per branch, its keys (those of one branch the tracker
     # requires) and the keys whose writing rules the branch out
-    any_of: dict[int, tuple[tuple[frozenset[str], frozenset[str]], ...]] = field(default_factory=dict)
+    any_of: dict[int, tuple[Way, ...]] = field(default_factory=dict)
     # per fixed node (by id) whose dependentRequired conditions any_order lifted out of `spec`:
     # each key with the keys an object holding it must hold too
     dependent: dict[int, dict[str, frozenset[str]]] = field(default_factory=dict)

@@ -532,6 +532,7 @@ def test_closed_objects_with_every_key_required_take_any_order_unless_closed_obj
         assert not _accepts(compiled, smollm2_tokenizer, smollm2_vocab, text), f"invalid {text} accepted"
         assert not _accepts(strict, smollm2_tokenizer, smollm2_vocab, text), f"invalid {text} accepted in strict mode"
 
+
 def _judged(schema: dict, texts: list[str], any_order_expected: bool, tokenizer, vocab):
     """Compiles `schema` and walks `texts`: no invalid one accepted (jsonschema judges), some
     accepted and some invalid (so the case can fail), and every valid one accepted where the

@@ -824,7 +824,8 @@ def _discriminator_first(spec: dict) -> dict | None:
             if len(nodes) < 2 or (_FAMILY - {"properties", "anyOf", "oneOf"}) & set(node) \
                     or not isinstance(node.get("properties", {}), dict):
                 continue
-            if None not in every and _spreads(node, k, nodes):  # the node's keys go into each branch, then written like one
+            others = all(own is not None or _other_type(b, resolve) for own, b in zip(every, node[k]))
+            if others and _spreads(node, k, nodes):  # the node's keys go into each branch, then written like one
                 refs = _refs_in(spec, set()) if refs is None else refs
                 names = dict.fromkeys([*node["properties"], *nodes[0]["properties"]])
                 key = next((n for kinds in (str, _SCALARS) for n in names
@@ -850,7 +851,9 @@ def _discriminator_first(spec: dict) -> dict | None:
     memo: dict[int, Any] = {}
     copy = deepcopy(spec, memo)
     resolve = _Planner(copy).resolve
-    budget = 2 * len(json.dumps(spec)) + 10_000  # the copies at most triple the schema (nested unions multiply)
+    size = len(json.dumps(spec))
+    budget = 2 * size + 10_000  # the copies at most triple the schema (nested unions multiply)
+    spread_budget = size  # and a spread's merged branches, which repeat the node's keys in each, one schema more
     refs = _refs_in(spec, set()) if refs is None else refs
     rewritten: set[int] = set()  # definitions written with their copies (generated schemas reuse a branch in many unions)
     for node, k, late in found:
@@ -876,13 +879,17 @@ def _discriminator_first(spec: dict) -> dict | None:
     for whole, k, key in spread:
         whole = memo[id(whole)]
         node = _parts_as_node(whole, resolve) or whole
-        merged = [(own, _orders(own, key)) for own in (_merged(node, _own_object(branch, resolve)) for branch in node[k])]
-        cost = sum(len(json.dumps(own)) * (1 + len(orders)) for own, orders in merged)
-        if cost > budget:
+        owns = [_own_object(branch, resolve) for branch in node[k]]
+        merged = [(own, _orders(own, key)) if own is not None else None for own in (_merged(node, own) if own else None for own in owns)]
+        cost = sum(len(json.dumps(own)) * (1 + len(orders)) for own, orders in filter(None, merged))
+        if cost > budget + spread_budget:
             continue
-        budget -= cost
-        whole[k] = [{"anyOf": [*_ordered_copies(own, orders), deepcopy(own)]} for own, orders in merged]
+        drawn = min(cost, spread_budget)
+        spread_budget, budget = spread_budget - drawn, budget - (cost - drawn)
+        # a branch of another type (a `null` beside the objects) reads none of the node's keys: as it was
+        whole[k] = [{"anyOf": [*_ordered_copies(*pair), deepcopy(pair[0])]} if pair else branch for pair, branch in zip(merged, node[k])]
         whole.pop("properties", None)
+        whole.pop("additionalProperties", None)  # a closed node's: now each merged branch's
         if node is not whole:  # the parts' keys went into each branch, their type stays with the node
             del whole["allOf"]
             whole.update({"type": node["type"]} if "type" in node else {})
@@ -933,14 +940,18 @@ def _spreads(node: dict, union: str, branches: list[dict]) -> bool:
     may be written as that union of its branches each merged with it (_merged): the node says
     only which keys it declares and requires (Glaive's shapes: `shape` declared and required
     beside a oneOf of `{"properties": {"shape": {"const": "circle"}}, "required": ["radius"]}`),
-    the branches only theirs, and the node is open; a branch may be closed where it declares
-    every key the node declares (livelyProperties' settings: the node declares and requires
-    `type` and `value`, each closed branch declares both; else its additionalProperties would
-    judge a node key it does not declare). N and (B1 or B2) is (N and B1) or (N and B2); N and
-    exactly one Bi is exactly one of (N and Bi). The keys then go with each branch, so its own
-    orders can be written (llguidance writes the node's declared keys first, in its order)."""
+    and perhaps that it is closed, the branches only theirs. A branch may be closed where it
+    declares every key the node declares (livelyProperties' settings: the node declares and
+    requires `type` and `value`, each closed branch declares both; else its additionalProperties
+    would judge a node key it does not declare); under a closed node a branch declares and
+    requires only keys the node declares (aiproj's Authentication: `Type` and `Cookie`, `Form`
+    or `Http` by branch; a key the node leaves out would need the node's verdict). N and (B1 or
+    B2) is (N and B1) or (N and B2); N and exactly one Bi is exactly one of (N and Bi). The keys
+    then go with each branch, so its own orders can be written (llguidance writes the node's
+    declared keys first, in its order)."""
+    closed = node.get("additionalProperties", True) is False
     extra = set(node) - ANNOTATIONS - {"$schema", "$defs", "definitions", "$comment", "x-guidance", union}  # no $id: a base URI
-    if not node.get("properties") or not extra <= _SPREAD_NODE or not _plain_object(node):
+    if not node.get("properties") or not extra - ({"additionalProperties"} if closed else set()) <= _SPREAD_NODE or not _plain_object(node, nullable=True):
         return False
     declared = set(node["properties"])
 
@@ -948,15 +959,29 @@ def _spreads(node: dict, union: str, branches: list[dict]) -> bool:
         said = set(own) - ANNOTATIONS - {"$comment"}
         if own.get("additionalProperties", True) is False and declared <= set(own.get("properties", {})):
             said.discard("additionalProperties")
+        if closed and not {*own.get("properties", {}), *own.get("required", [])} <= declared:
+            return False
         return not said - _SPREAD_NODE and _plain_object(own)
 
     return all(spreadable(own) for own in branches)
 
 
-def _plain_object(node: dict) -> bool:
-    """Whether `node`'s `type` (if any) is object and its `required` (if any) a list of names."""
-    required = node.get("required", [])
-    return node.get("type", "object") in ("object", ["object"]) and isinstance(required, list) and all(isinstance(n, str) for n in required)
+def _other_type(branch: Any, resolve: Callable[[str], dict | None]) -> bool:
+    """Whether a union branch says only its type, and no object (`{"type": "null"}` beside a
+    union of objects): the node's object keywords judge none of its values."""
+    branch = _through_ref(branch, resolve)
+    if not isinstance(branch, dict) or set(branch) - ANNOTATIONS - {"$comment"} != {"type"}:
+        return False
+    types = branch["type"] if isinstance(branch["type"], list) else [branch["type"]]
+    return bool(types) and all(isinstance(t, str) and t != "object" for t in types)
+
+
+def _plain_object(node: dict, nullable: bool = False) -> bool:
+    """Whether `node`'s `type` (if any) is object (`nullable`: or object and other types) and its
+    `required` (if any) a list of names."""
+    required, kind = node.get("required", []), node.get("type", "object")
+    typed = kind in ("object", ["object"]) or nullable and isinstance(kind, list) and "object" in kind
+    return typed and isinstance(required, list) and all(isinstance(n, str) for n in required)
 
 
 def _tagged(node: dict, own: dict, key: str) -> dict:
@@ -972,7 +997,8 @@ def _merged(node: dict, own: dict) -> dict:
     props = dict(node["properties"])
     _declare(props, own["properties"])
     required = list(dict.fromkeys([*node.get("required", []), *own.get("required", [])]))
-    return {**{k: v for k, v in own.items() if k not in ("properties", "required")}, "properties": props, "required": required}
+    closed = {"additionalProperties": False} if node.get("additionalProperties", True) is False else {}
+    return {**{k: v for k, v in own.items() if k not in ("properties", "required")}, "properties": props, "required": required, **closed}
 
 
 def _declare(props: dict[str, Any], more: dict[str, Any]) -> None:

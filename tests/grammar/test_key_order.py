@@ -563,6 +563,66 @@ def test_union_node_keys_go_into_closed_branches_declaring_them(union):
     assert counted == {True: 24 + 2 + 6, False: 4 * 64 - 32}, counted  # every order of slider's 4 keys, label's 2, checkbox's 3
 
 
+@pytest.mark.parametrize("union", ["oneOf", "anyOf"])
+def test_closed_union_node_keys_go_into_its_branches_beside_a_null(union):
+    """aiproj's Authentication: a closed node, an object or null, declares `Type` and each
+    kind's payload key; open branches by `Type` require their payload and `Type` (payload
+    first), one more branch is `null`. The node's declared keys were written first, in its
+    order (payload before `Type`), so `{"Type":"RawCookie","Cookie":{..}}` was refused; a closed
+    node whose branches declare and require only its keys now goes into each branch, closed,
+    and the null branch stays as it is. Every arrangement of 1-4 keys (an undeclared one too)
+    for each kind and one no branch has, walked byte by byte against jsonschema: nothing
+    invalid accepted, every valid text with `Type` first and the other keys as the node declares
+    them accepted (optional keys keep that order in a branch); `null` accepted."""
+    from constrained_spec.grammar import Vocabulary
+
+    def kind(name: str, payload: str | None) -> dict:
+        props = {"Type": {"enum": [name]}, **({payload: {"type": "object"}} if payload else {})}
+        return {"type": "object", "required": [payload, "Type"] if payload else ["Type"], "properties": props}
+
+    schema = {"type": ["object", "null"], "additionalProperties": False,
+              "properties": {"Cookie": {"type": ["object", "null"]}, "Http": {"type": ["object", "null"]},
+                             "Type": {"enum": ["RawCookie", "Http", "None"]}},
+              union: [kind("RawCookie", "Cookie"), kind("Http", "Http"), kind("None", None), {"type": "null"}]}
+    vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+    compiled, validator = compile_json_schema(schema, vocab), jsonschema.Draft202012Validator(schema)
+    values = {"Cookie": "{}", "Http": "null", "zz": "1"}
+    counted = {True: 0, False: 0, "kind first": 0}
+    for _, order, text, valid, taken in _arranged(compiled, validator, ["Type", "Cookie", "Http", "zz"], "Type",
+                                                  ("RawCookie", "Http", "None", "Basic"), values):
+        counted[valid] += 1
+        if order[0] == "Type" and list(order[1:]) == sorted(order[1:], key=["Cookie", "Http", "zz"].index):
+            assert taken == valid, f"valid {text} refused"
+            counted["kind first"] += valid
+    assert counted == {True: 19, False: 4 * 64 - 19, "kind first": 6}, counted  # RawCookie: 2 keys or 3; None: 1-3
+    assert compiled.matcher().validate_tokens(list(b"null") + [256]) == 5
+
+
+def test_a_spread_takes_one_schema_more_than_the_copies_budget():
+    """A union node's keys spread into its branches repeat the node's property schemas in each
+    branch and its copies (aiproj's Authentication: every payload schema in each of three kinds,
+    three copies each, about 3.2 times the schema). Such a spread may take one schema's size more
+    than the copies' budget (twice the schema, past a small allowance), and no more: here a
+    payload schema with 220 values spreads, one with 400 does not (its keys stay in schema order)."""
+    from constrained_spec.grammar.json_key_order import _discriminator_first
+
+    def schema(values: int) -> dict:
+        def kind(name: str, payload: str | None) -> dict:
+            props = {"Type": {"enum": [name]}, **({payload: {"type": "object"}} if payload else {})}
+            return {"type": "object", "required": [payload, "Type"] if payload else ["Type"], "properties": props}
+        note = {"type": ["object", "null"], "properties": {"note": {"enum": [f"n{i}" for i in range(values)]}}}
+        return {"type": ["object", "null"], "additionalProperties": False,
+                "properties": {"Cookie": note, "Http": {"type": ["object", "null"]}, "Type": {"enum": ["RawCookie", "Http", "None"]}},
+                "oneOf": [kind("RawCookie", "Cookie"), kind("Http", "Http"), kind("None", None), {"type": "null"}]}
+
+    spread = _discriminator_first(schema(220))
+    assert "properties" not in spread and "additionalProperties" not in spread, "the node's keys stayed"
+    assert [b.get("type") for b in spread["oneOf"]][-1] == "null" and all(
+        c["additionalProperties"] is False for b in spread["oneOf"][:3] for c in b["anyOf"])
+    kept = _discriminator_first(schema(400))
+    assert kept is None or "properties" in kept
+
+
 def test_union_copies_stay_within_a_budget():
     """Unions nested in union branches multiply the copies (three ways a level): the copies are
     bounded (at most twice the schema's text more, past a small allowance); the outer unions are

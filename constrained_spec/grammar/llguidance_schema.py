@@ -591,19 +591,19 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
             return _LEFT_OUT
         return {k: v for k, v in target.items() if k not in _ROOT_ONLY} if target is schema and isinstance(target, dict) else target
 
-    def merged_ref(node: Any, path: str, negated: bool, keep_open: bool = False) -> Any:
+    def merged_ref(node: Any, path: str, negated: bool, keep_open: bool = False, context: dict | None = None) -> Any:
         """An allOf member; a `$ref` there is its target, one level inlined: llguidance merges
         allOf members and cannot merge a reference into a cycle ("circular references with
-        sibling keys"); the target's own references stay references."""
+        sibling keys"); the target's own references stay references. `context`: _part_context."""
         ref = node.get("$ref") if isinstance(node, dict) and not set(node) - {"$ref"} - _QUIET else None
         if not isinstance(ref, str) or ref in inlining:
-            return rewrite(node, path, negated, keep_open)
+            return rewrite(node, path, negated, keep_open, context)
         target = inlined(ref)
         if target is _LEFT_OUT:
-            return rewrite(node, path, negated, keep_open)
+            return rewrite(node, path, negated, keep_open, context)
         inlining.add(ref)
         try:
-            return rewrite(target, path, negated, keep_open)
+            return rewrite(target, path, negated, keep_open, context)
         finally:
             inlining.discard(ref)
 
@@ -685,9 +685,30 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
                     todo += [(v, True) for v in part[k].values() if isinstance(v, dict)]
         return list(keys) if required <= keys.keys() else None
 
-    def rewrite(node: Any, path: str, negated: bool, keep_open: bool = False) -> Any:
+    def part_context(owner: dict, index: int, inherited: dict | None) -> dict:
+        """What every value reaching allOf member `index` of `owner` meets besides the member:
+        the keys the owner and the other members require, a type one of them states (first
+        found), and what reached the owner so (`inherited`). Read one `$ref` deep."""
+        required = list(inherited["required"]) if inherited else []
+        kind = inherited.get("type") if inherited else None
+        for j, part in enumerate([owner, *owner["allOf"]]):
+            if j == index + 1:
+                continue
+            try:
+                part = checks.deref(part)
+            except (GrammarError, RecursionError):
+                continue
+            if isinstance(part, dict):
+                required += [k for k in part.get("required", []) if isinstance(k, str)] if isinstance(part.get("required"), list) else []
+                kind = part["type"] if kind is None and "type" in part else kind
+        return {"required": required, "type": kind}
+
+    def rewrite(node: Any, path: str, negated: bool, keep_open: bool = False, context: dict | None = None) -> Any:
         """keep_open: `node` is a part of an object closed where its parts merge (an allOf
-        member, an anyOf branch): the keys it may hold were counted there."""
+        member, an anyOf branch): the keys it may hold were counted there. context: what every
+        value reaching `node` meets besides it, where `node` is an allOf member (part_context):
+        a oneOf there is told apart with it (SchemaStore-like `allOf: [{"$ref": common}, {"oneOf":
+        [kinds]}]`, the kind's key required by `common`)."""
         nonlocal unsafe, visits
         visits += 1
         if visits > MAX_REWRITE_NODES:
@@ -787,12 +808,17 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         one_of = out.get("oneOf")
         if isinstance(one_of, list) and sum(o is True or (isinstance(o, dict) and not set(o) & VALIDATION) for o in one_of) >= 2:
             return False  # two branches every value meets: none meets exactly one (a draft-4 oneOf of `const`s)
-        keyed = _closed_key_branches(one_of, checks.deref) if isinstance(one_of, list) and not disjoint(one_of, out) else None
+        # with a context, branches may be apart only on the values the other members let through:
+        # the allOf as a whole is the same with anyOf there
+        apart = isinstance(one_of, list) and (disjoint(one_of, out) or context is not None and disjoint(one_of, {
+            **out, "required": [*(out["required"] if isinstance(out.get("required"), list) else []), *context["required"]],
+            **({"type": context["type"]} if "type" not in out and context["type"] is not None else {})}))
+        keyed = _closed_key_branches(one_of, checks.deref) if isinstance(one_of, list) and not apart else None
         if keyed is not None:
             one_of = keyed
-        elif isinstance(one_of, list) and one_of and not disjoint(one_of, out) and objects_apart(one_of, out):
+        elif isinstance(one_of, list) and one_of and not apart and objects_apart(one_of, out):
             out["type"] = "object"  # non-objects meet two branches or more: only objects meet one
-        elif isinstance(one_of, list) and one_of and not disjoint(one_of, out):  # branch i and no other j
+        elif isinstance(one_of, list) and one_of and not apart:  # branch i and no other j
             one_of = exclusive(one_of, out, not negated, path) or one_key_each(one_of, out, negated, path)
         if isinstance(one_of, list) and one_of:  # at most one branch can match
             del out["oneOf"]
@@ -838,7 +864,8 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         if isinstance(out.get("anyOf"), list):
             out["anyOf"] = _subsumed_values_dropped(out["anyOf"])
         if isinstance(out.get("allOf"), list):  # for its formats (closing marked it unsafe)
-            out["allOf"] = [merged_ref(v, pointer(path, "allOf", i), negated, parts_open) for i, v in enumerate(out["allOf"])]
+            out["allOf"] = [merged_ref(v, pointer(path, "allOf", i), negated, parts_open, part_context(out, i, context))
+                            for i, v in enumerate(out["allOf"])]
         for k in _MAP:
             if isinstance(out.get(k), dict):
                 out[k] = {name: rewrite(v, pointer(path, k, name), negated) for name, v in out[k].items()}

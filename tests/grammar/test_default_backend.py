@@ -306,6 +306,33 @@ def test_one_of_whose_branch_is_an_all_of_of_a_disjoint_reference_stays_on_llgui
         assert not _walk(compiled, schema, text), text
 
 
+@pytest.mark.parametrize("kind_required", [True, False])
+def test_one_of_in_an_all_of_told_apart_by_what_the_other_members_require(kind_required):
+    """A oneOf in an allOf member, its kinds told apart by a key another member requires
+    (GitHub's file lists: `allOf: [{"$ref": common}, {"oneOf": [file, dir, link]}]`, `type`
+    required by `common` only). Every value the allOf admits has the key, so there the oneOf
+    is an anyOf of the branches as written; before, each branch was "and not the others",
+    negating the mode patterns (a rewrite seven times larger, logged as narrower). Where no
+    member requires the key (`kind_required` False) `{"name":"a"}` meets all three branches:
+    the oneOf stays exact (refused), walked byte by byte against jsonschema both ways."""
+    common = {"type": "object", "required": ["name", "type"] if kind_required else ["name"], "properties": {"name": {"type": "string"}}}
+    branches = [{"properties": {"type": {"enum": ["file"]}, "mode": {"type": "string", "pattern": "^[0-7]{3,4}$"}}},
+                {"properties": {"type": {"enum": ["dir"]}, "mode": {"type": "string", "pattern": "^[0-4]?[0-7]{3}$"}}},
+                {"properties": {"type": {"enum": ["link"]}}}]
+    schema = {"type": "array", "items": {"$ref": "#/definitions/file"}, "definitions": {
+        "common": common, "file": {"allOf": [{"$ref": "#/definitions/common"}, {"properties": {"user": {"type": "string"}}, "oneOf": branches}]}}}
+    narrowed: dict = {}
+    member = llguidance_schema(schema, False, {}, narrowed)["definitions"]["file"]["allOf"][1]
+    assert (member.get("anyOf") == branches and not narrowed) == kind_required, (member, narrowed)
+    compiled = compile_json_schema(schema, BYTES)
+    valid = ['{"name":"a","type":"file","mode":"0644"}', '{"name":"a","type":"dir","mode":"0644"}', '{"name":"a","type":"link","mode":"x"}',
+             '{"name":"a","type":"dir"}']
+    invalid = ['{"name":"a","type":"file","mode":"99"}', '{"name":"a","type":"other"}', '{"type":"file"}', '{"name":"a","type":"link","user":1}']
+    for text in [*valid, *invalid, '{"name":"a"}']:
+        assert _walk(compiled, schema, f"[{text}]") == _valid(schema, f"[{text}]"), text
+    assert all(_valid(schema, f"[{t}]") for t in valid) and not any(_valid(schema, f"[{t}]") for t in [*invalid, '{"name":"a"}'])
+
+
 def test_conditions_discriminated_by_one_required_key_stay_on_llguidance():
     # GitHub's issue forms: an allOf of six `if type = c then T` conditions on an object that
     # requires `type`; as separate two-way choices llguidance refused the schema as too large

@@ -594,7 +594,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
     def merged_ref(node: Any, path: str, negated: bool, keep_open: bool = False, context: dict | None = None) -> Any:
         """An allOf member; a `$ref` there is its target, one level inlined: llguidance merges
         allOf members and cannot merge a reference into a cycle ("circular references with
-        sibling keys"); the target's own references stay references. `context`: _part_context."""
+        sibling keys"); the target's own references stay references. `context`: part_context's."""
         ref = node.get("$ref") if isinstance(node, dict) and not set(node) - {"$ref"} - _QUIET else None
         if not isinstance(ref, str) or ref in inlining:
             return rewrite(node, path, negated, keep_open, context)

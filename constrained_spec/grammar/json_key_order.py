@@ -879,15 +879,16 @@ def _discriminator_first(spec: dict) -> dict | None:
     for whole, k, key in spread:
         whole = memo[id(whole)]
         node = _parts_as_node(whole, resolve) or whole
-        owns = [_own_object(branch, resolve) for branch in node[k]]
-        merged = [(own, _orders(own, key)) if own is not None else None for own in (_merged(node, own) if own else None for own in owns)]
-        cost = sum(len(json.dumps(own)) * (1 + len(orders)) for own, orders in filter(None, merged))
+        owns = [_own_object(branch, resolve) for branch in node[k]]  # None: a branch of another type (_other_type)
+        merged = [None if own is None else _merged(node, own) for own in owns]
+        planned = [None if own is None else (own, _orders(own, key)) for own in merged]
+        cost = sum(len(json.dumps(own)) * (1 + len(orders)) for own, orders in filter(None, planned))
         if cost > budget + spread_budget:
             continue
         drawn = min(cost, spread_budget)
         spread_budget, budget = spread_budget - drawn, budget - (cost - drawn)
         # a branch of another type (a `null` beside the objects) reads none of the node's keys: as it was
-        whole[k] = [{"anyOf": [*_ordered_copies(*pair), deepcopy(pair[0])]} if pair else branch for pair, branch in zip(merged, node[k])]
+        whole[k] = [{"anyOf": [*_ordered_copies(*pair), deepcopy(pair[0])]} if pair else branch for pair, branch in zip(planned, node[k])]
         whole.pop("properties", None)
         whole.pop("additionalProperties", None)  # a closed node's: now each merged branch's
         if node is not whole:  # the parts' keys went into each branch, their type stays with the node

@@ -13,6 +13,7 @@ test_schema_differential.py).
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import json
 import math
@@ -591,7 +592,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
             return _LEFT_OUT
         return {k: v for k, v in target.items() if k not in _ROOT_ONLY} if target is schema and isinstance(target, dict) else target
 
-    def merged_ref(node: Any, path: str, negated: bool, keep_open: bool = False, context: dict | None = None) -> Any:
+    def merged_ref(node: Any, path: str, negated: bool, keep_open: bool = False, context: Callable[[], dict] | None = None) -> Any:
         """An allOf member; a `$ref` there is its target, one level inlined: llguidance merges
         allOf members and cannot merge a reference into a cycle ("circular references with
         sibling keys"); the target's own references stay references. `context`: part_context's."""
@@ -685,12 +686,14 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
                     todo += [(v, True) for v in part[k].values() if isinstance(v, dict)]
         return list(keys) if required <= keys.keys() else None
 
-    def part_context(owner: dict, index: int, inherited: dict | None) -> dict:
+    def part_context(owner: dict, index: int, inherited: Callable[[], dict] | None) -> dict:
         """What every value reaching allOf member `index` of `owner` meets besides the member:
         the keys the owner and the other members require, a type one of them states (first
-        found), and what reached the owner so (`inherited`). Read one `$ref` deep."""
-        required = list(inherited["required"]) if inherited else []
-        kind = inherited.get("type") if inherited else None
+        found), and what reached the owner so (`inherited`). Read one `$ref` deep. Asked only
+        where a member's oneOf is not apart on its own, while `owner`'s members are rewritten
+        (the owner as it stands then)."""
+        reached = inherited() if inherited is not None else {"required": [], "type": None}
+        required, kind = list(reached["required"]), reached["type"]
         for j, part in enumerate([owner, *owner["allOf"]]):
             if j == index + 1:
                 continue
@@ -703,7 +706,13 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
                 kind = part["type"] if kind is None and "type" in part else kind
         return {"required": required, "type": kind}
 
-    def rewrite(node: Any, path: str, negated: bool, keep_open: bool = False, context: dict | None = None) -> Any:
+    def with_context(siblings: dict, context: dict) -> dict:
+        """`siblings` (a oneOf's node) with what part_context found every value meets besides it."""
+        own = siblings["required"] if isinstance(siblings.get("required"), list) else []
+        kind = {"type": context["type"]} if "type" not in siblings and context["type"] is not None else {}
+        return {**siblings, "required": [*own, *context["required"]], **kind}
+
+    def rewrite(node: Any, path: str, negated: bool, keep_open: bool = False, context: Callable[[], dict] | None = None) -> Any:
         """keep_open: `node` is a part of an object closed where its parts merge (an allOf
         member, an anyOf branch): the keys it may hold were counted there. context: what every
         value reaching `node` meets besides it, where `node` is an allOf member (part_context):
@@ -810,9 +819,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
             return False  # two branches every value meets: none meets exactly one (a draft-4 oneOf of `const`s)
         # with a context, branches may be apart only on the values the other members let through:
         # the allOf as a whole is the same with anyOf there
-        apart = isinstance(one_of, list) and (disjoint(one_of, out) or context is not None and disjoint(one_of, {
-            **out, "required": [*(out["required"] if isinstance(out.get("required"), list) else []), *context["required"]],
-            **({"type": context["type"]} if "type" not in out and context["type"] is not None else {})}))
+        apart = isinstance(one_of, list) and (disjoint(one_of, out) or context is not None and disjoint(one_of, with_context(out, context())))
         keyed = _closed_key_branches(one_of, checks.deref) if isinstance(one_of, list) and not apart else None
         if keyed is not None:
             one_of = keyed
@@ -864,7 +871,7 @@ def llguidance_schema(schema: Any, closed_objects: bool, ignored: dict[str, str]
         if isinstance(out.get("anyOf"), list):
             out["anyOf"] = _subsumed_values_dropped(out["anyOf"])
         if isinstance(out.get("allOf"), list):  # for its formats (closing marked it unsafe)
-            out["allOf"] = [merged_ref(v, pointer(path, "allOf", i), negated, parts_open, part_context(out, i, context))
+            out["allOf"] = [merged_ref(v, pointer(path, "allOf", i), negated, parts_open, functools.partial(part_context, out, i, context))
                             for i, v in enumerate(out["allOf"])]
         for k in _MAP:
             if isinstance(out.get(k), dict):

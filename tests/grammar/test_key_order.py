@@ -22,10 +22,12 @@ import jsonschema
 import pytest
 
 from constrained_spec.bitmask import new_bitmask
-from constrained_spec.grammar import compile_json_schema
+from constrained_spec.grammar import Vocabulary, compile_json_schema
 from constrained_spec.grammar.json_key_order import any_order, exact_key
 from constrained_spec.grammar.llguidance_backend import LLGuidanceGrammar
 
+
+_BYTES = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)  # one token a byte, EOS 256
 
 def _engine(compiled):
     while hasattr(compiled, "inner"):
@@ -193,7 +195,6 @@ def test_nothing_moves_inside_a_property_two_merged_members_declare():
     """llguidance merges the values of a key two allOf members declare, patterns included, and
     refuses overlapping ones: `c`'s `^(?:x|y)$` in one member and `^x$` in the other (jfrog-
     pipelines' resource configurations). Keys inside such values stay declared."""
-    from constrained_spec.grammar import Vocabulary
     from constrained_spec.grammar.llguidance_backend import compile_llguidance
     from constrained_spec.grammar.llguidance_schema import llguidance_schema
 
@@ -201,7 +202,7 @@ def test_nothing_moves_inside_a_property_two_merged_members_declare():
         {"properties": {"c": {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}}}}},
         {"properties": {"c": {"type": "object", "properties": {"x": {"type": "integer"}, "z": {"type": "string"}}}}}]}
     reordered = any_order(llguidance_schema(schema, closed_objects=False))
-    compile_llguidance("json_schema", reordered, Vocabulary([bytes([i]) for i in range(256)] + [None], 256))  # raises if refused
+    compile_llguidance("json_schema", reordered, _BYTES)  # raises if refused
     values = [{**m.get("properties", {}), **m.get("patternProperties", {})} for m in reordered["allOf"]]
     assert all("patternProperties" not in (v.get("c") or v[exact_key("c")]) for v in values)
 
@@ -210,7 +211,6 @@ def test_nothing_moves_in_what_a_merged_value_references():
     """The same through references (minecraft-predicate's `predicate`: each condition's value a
     `$ref` to a definition sharing keys with the others): keys inside the referenced definitions
     stay declared, so llguidance takes the reordered schema and the rest of it (`a`, `b`) moves."""
-    from constrained_spec.grammar import Vocabulary
     from constrained_spec.grammar.llguidance_backend import compile_llguidance
     from constrained_spec.grammar.llguidance_schema import llguidance_schema
 
@@ -219,7 +219,7 @@ def test_nothing_moves_in_what_a_merged_value_references():
               "$defs": {"one": {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}}},
                         "two": {"type": "object", "properties": {"x": {"type": "integer"}, "z": {"type": "integer"}}}}}
     reordered = any_order(llguidance_schema(schema, closed_objects=False))
-    compile_llguidance("json_schema", reordered, Vocabulary([bytes([i]) for i in range(256)] + [None], 256))  # raises if refused
+    compile_llguidance("json_schema", reordered, _BYTES)  # raises if refused
     assert "patternProperties" not in reordered["$defs"]["one"] and "patternProperties" not in reordered["$defs"]["two"]
     assert "a" not in reordered.get("properties", {})  # the root's own keys moved
 
@@ -243,9 +243,7 @@ def test_union_branches_also_name_their_kind_first(schema):
     required keys first. Every arrangement of each branch's keys (and a key of the other kind)
     against jsonschema: nothing invalid accepted; accepted: the kind first, the required keys
     first as declared, the schema's own order (212 valid texts, 29 accepted; 24 with the other required keys as declared, 8 before the copies)."""
-    from constrained_spec.grammar import Vocabulary
-
-    vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+    vocab = _BYTES
     compiled = compile_json_schema(schema, vocab)
     validator = jsonschema.Draft202012Validator(schema)
     values = {"annotations": "{}", "text": '"a"', "data": '"b"', "mime": '"c"'}
@@ -275,14 +273,13 @@ def test_union_branches_told_apart_by_a_scalar_constant_name_it_first(tags):
     first (before, only string constants told branches apart: the kind-first text was refused).
     Every arrangement of each branch's keys against jsonschema: nothing invalid accepted, the
     kind first and the declared order accepted. 1 and 1.0 are one constant, true and 1 two."""
-    from constrained_spec.grammar import Vocabulary
     from constrained_spec.grammar.json_key_order import _tells_apart
 
     def branch(tag, own: str) -> dict:
         return {"type": "object", "additionalProperties": False, "required": ["version", "deps"],
                 "properties": {own: {"type": "string"}, "deps": {"type": "object"}, "version": {"enum": [tag]}}}
 
-    vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+    vocab = _BYTES
     schema = {"oneOf": [branch(tags[0], "images"), branch(tags[1], "prefix")]}
     compiled = compile_json_schema(schema, vocab)
     validator = jsonschema.Draft202012Validator(schema)
@@ -320,8 +317,6 @@ def test_union_branches_written_as_all_of_parts_name_their_kind_first(inline):
     (and a key only the other kind declares) against jsonschema: nothing invalid accepted; kind
     first, kind last and the base's own order accepted. A part saying more than type, properties
     and required (closed here) is not merged; parts saying no type still admit non-objects. 49 valid texts, 22 accepted (8 before: the declared order)."""
-    from constrained_spec.grammar import Vocabulary
-
     bases = {"Chain-1": {"type": "object", "properties": {"name": {"type": "string"}, "steps": {"type": "array"}}},
              "Loop-1": {"type": "object", "properties": {"name": {"type": "string"}, "doc": {"type": "string"}}, "required": ["doc"]}}
 
@@ -329,7 +324,7 @@ def test_union_branches_written_as_all_of_parts_name_their_kind_first(inline):
         base = bases[f"{kind}-1"] if inline else {"$ref": f"#/definitions/{kind}-1"}
         return {"description": kind, "allOf": [base, {"type": "object", "properties": {"type": {"const": kind}}, "required": ["type"]}]}
 
-    vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+    vocab = _BYTES
     schema = {"type": "object", "properties": {"engine": {"anyOf": [branch("Loop"), branch("Chain")]}}, "definitions": bases}
     compiled = compile_json_schema(schema, vocab)
     validator = jsonschema.Draft202012Validator(schema)
@@ -374,8 +369,6 @@ def test_a_branch_many_unions_reference_is_written_kind_first_once_where_it_is_d
     as before. Judged against jsonschema on a byte vocabulary: kind first and kind last accepted in
     every union, invalid texts refused. Also where no key tells every branch apart (one branch
     names no kind, two the same), the branches naming one are written with it first."""
-    from constrained_spec.grammar import Vocabulary
-
     def base(i: int) -> dict:
         return {"type": "object", "properties": {"name": {"type": "string"}, **{f"p{i}_{n}": {"type": "integer", "description": "x" * 40} for n in range(25)}}}
 
@@ -384,7 +377,7 @@ def test_a_branch_many_unions_reference_is_written_kind_first_once_where_it_is_d
     defs["Plain"] = {"type": "object", "properties": {"name": {"type": "string"}, "other": {"type": "integer"}}, "additionalProperties": False}
     schema = {"type": "object", "properties": {f"u{j}": {"anyOf": [{"$ref": f"#/definitions/{name}"} for name in defs]} for j in range(12)},
               "definitions": defs}
-    vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+    vocab = _BYTES
     compiled = compile_json_schema(schema, vocab)
     validator = jsonschema.Draft202012Validator(schema)
 
@@ -411,14 +404,12 @@ def test_a_tagged_branch_writes_its_other_required_keys_in_any_order_after_its_k
     `x` is declared first). Every arrangement of each branch's keys against jsonschema on a byte
     vocabulary: nothing invalid accepted; kind first then any order of the required keys accepted
     (optional keys come after them: moved keys follow the declared ones)."""
-    from constrained_spec.grammar import Vocabulary
-
     def branch(kind: str) -> dict:
         return {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}, "kind": {"const": kind}, "note": {"type": "string"}},
                 "required": ["x", "y", "kind"]}
 
     schema = {"oneOf": [branch("a"), branch("b")]}
-    vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+    vocab = _BYTES
     compiled, validator = compile_json_schema(schema, vocab), jsonschema.Draft202012Validator(schema)
     values = {"x": "1", "y": "2", "note": '"n"'}
     accepted = {text for _, _, text, _, taken in _arranged(compiled, validator, ["kind", "x", "y", "note"], "kind", ("a", "b"), values) if taken}
@@ -454,15 +445,13 @@ def test_a_union_of_many_branches_plans_each_branch_on_its_own(size):
     stays declared, so first. Every arrangement of 1-4 keys for three kinds and one no branch
     has, walked byte by byte: nothing invalid accepted, every valid text with `name` first
     accepted (k0's in any order where copied)."""
-    from constrained_spec.grammar import Vocabulary
-
     def branch(kind: str) -> dict:
         props = {"name": {"type": "string"}, "title": {"type": "string"}, "type": {"enum": [kind]}, "format": {"enum": ["default"]},
                  "rdfType": {"type": "string"}}
         return {"type": "object", "required": ["name"], "properties": dict(list(props.items())[:size])}
 
     schema = {"type": "array", "items": {"type": "object", "anyOf": [branch(f"k{i}") for i in range(40)]}}
-    vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+    vocab = _BYTES
     compiled, validator = compile_json_schema(schema, vocab), jsonschema.Draft202012Validator(schema)
     values = {"name": '"x"', "title": '"T"', "format": '"default"'}
     name_first = 0
@@ -505,12 +494,11 @@ def test_union_node_keys_go_into_its_branches(union, monkeypatch):
     first, its required keys first, or as declared; optional keys after them in any order. Every
     arrangement against jsonschema (128 texts, 76 valid): nothing invalid accepted, 24 accepted; without the spreading
     (the mutation below), 8 are accepted and no kind-first text."""
-    from constrained_spec.grammar import Vocabulary
     from constrained_spec.grammar import json_key_order
     from constrained_spec.grammar.compiler import clear_cache
 
     schema = {**_SHAPES, union: _SHAPE_BRANCHES}
-    vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+    vocab = _BYTES
     validator = jsonschema.Draft202012Validator(schema)
     clear_cache()
     accepted, judged = _shape_texts(compile_json_schema(schema, vocab), validator)
@@ -540,8 +528,6 @@ def test_union_node_keys_go_into_closed_branches_declaring_them(union):
     Every arrangement of the four keys for each kind (its own values), walked byte by byte
     against jsonschema: nothing invalid accepted, every valid text with `type` first accepted
     (a kind's other required keys in any order after it)."""
-    from constrained_spec.grammar import Vocabulary
-
     def closed(kind: str, props: dict, required: list[str]) -> dict:
         return {"type": "object", "properties": {"type": {"const": kind}, **props}, "required": required, "additionalProperties": False}
 
@@ -550,7 +536,7 @@ def test_union_node_keys_go_into_closed_branches_declaring_them(union):
                   closed("slider", {"value": {"type": "number"}, "text": {"type": "string"}, "max": {"type": "number"}}, ["text", "max"]),
                   closed("label", {"value": {"type": "string"}}, []),
                   closed("checkbox", {"text": {"type": "string"}, "value": {"type": "boolean"}}, ["text"])]}
-    vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+    vocab = _BYTES
     compiled, validator = compile_json_schema(schema, vocab), jsonschema.Draft202012Validator(schema)
     kinds = {"slider": "1", "label": '"v"', "checkbox": "true", "zz": "1"}
     counted = {True: 0, False: 0}
@@ -561,6 +547,19 @@ def test_union_node_keys_go_into_closed_branches_declaring_them(union):
             if order[0] == "type":
                 assert taken == valid, f"valid {text} refused"
     assert counted == {True: 24 + 2 + 6, False: 4 * 64 - 32}, counted  # every order of slider's 4 keys, label's 2, checkbox's 3
+
+
+def _authentication(union: str, cookie: dict) -> dict:
+    """aiproj's Authentication, cut down: a closed node, an object or null, declaring each kind's
+    payload key (`Cookie`'s schema given) and `Type`; open branches by `Type` requiring their
+    payload first, then `Type`; one more branch `{"type": "null"}`."""
+    def kind(name: str, payload: str | None) -> dict:
+        props = {"Type": {"enum": [name]}, **({payload: {"type": "object"}} if payload else {})}
+        return {"type": "object", "required": [payload, "Type"] if payload else ["Type"], "properties": props}
+
+    return {"type": ["object", "null"], "additionalProperties": False,
+            "properties": {"Cookie": cookie, "Http": {"type": ["object", "null"]}, "Type": {"enum": ["RawCookie", "Http", "None"]}},
+            union: [kind("RawCookie", "Cookie"), kind("Http", "Http"), kind("None", None), {"type": "null"}]}
 
 
 @pytest.mark.parametrize("union", ["oneOf", "anyOf"])
@@ -574,17 +573,8 @@ def test_closed_union_node_keys_go_into_its_branches_beside_a_null(union):
     for each kind and one no branch has, walked byte by byte against jsonschema: nothing
     invalid accepted, every valid text with `Type` first and the other keys as the node declares
     them accepted (optional keys keep that order in a branch); `null` accepted."""
-    from constrained_spec.grammar import Vocabulary
-
-    def kind(name: str, payload: str | None) -> dict:
-        props = {"Type": {"enum": [name]}, **({payload: {"type": "object"}} if payload else {})}
-        return {"type": "object", "required": [payload, "Type"] if payload else ["Type"], "properties": props}
-
-    schema = {"type": ["object", "null"], "additionalProperties": False,
-              "properties": {"Cookie": {"type": ["object", "null"]}, "Http": {"type": ["object", "null"]},
-                             "Type": {"enum": ["RawCookie", "Http", "None"]}},
-              union: [kind("RawCookie", "Cookie"), kind("Http", "Http"), kind("None", None), {"type": "null"}]}
-    vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+    schema = _authentication(union, {"type": ["object", "null"]})
+    vocab = _BYTES
     compiled, validator = compile_json_schema(schema, vocab), jsonschema.Draft202012Validator(schema)
     values = {"Cookie": "{}", "Http": "null", "zz": "1"}
     counted = {True: 0, False: 0, "kind first": 0}
@@ -607,13 +597,7 @@ def test_a_spread_takes_one_schema_more_than_the_copies_budget():
     from constrained_spec.grammar.json_key_order import _discriminator_first
 
     def schema(values: int) -> dict:
-        def kind(name: str, payload: str | None) -> dict:
-            props = {"Type": {"enum": [name]}, **({payload: {"type": "object"}} if payload else {})}
-            return {"type": "object", "required": [payload, "Type"] if payload else ["Type"], "properties": props}
-        note = {"type": ["object", "null"], "properties": {"note": {"enum": [f"n{i}" for i in range(values)]}}}
-        return {"type": ["object", "null"], "additionalProperties": False,
-                "properties": {"Cookie": note, "Http": {"type": ["object", "null"]}, "Type": {"enum": ["RawCookie", "Http", "None"]}},
-                "oneOf": [kind("RawCookie", "Cookie"), kind("Http", "Http"), kind("None", None), {"type": "null"}]}
+        return _authentication("oneOf", {"type": ["object", "null"], "properties": {"note": {"enum": [f"n{i}" for i in range(values)]}}})
 
     spread = _discriminator_first(schema(220))
     assert "properties" not in spread and "additionalProperties" not in spread, "the node's keys stayed"
@@ -655,9 +639,7 @@ def test_schemas_differing_only_in_key_order_are_two_grammars(backend):
     the earlier one's grammar, and its own order (every key required: written as declared) was
     refused (found by the tagged-union differential test, after a branch `{a, kind}` compiled
     before one `{kind, a}`)."""
-    from constrained_spec.grammar import Vocabulary
-
-    vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+    vocab = _BYTES
 
     def schema(order: list[str]) -> dict:
         props = {"a": {"type": "integer"}, "kind": {"const": "x"}}
@@ -675,9 +657,7 @@ def test_twin_property_schemas_keep_their_own_key_order():
     pattern (json_key_order._signature), and a declared key whose schema is a matching pattern's
     is written by the pattern (llguidance_schema._pattern_twins_as_true). Both compared texts with
     every key sorted, so `y`'s object took `x`'s order (`{"y":{"b":1,"a":2}}`, its own, refused)."""
-    from constrained_spec.grammar import Vocabulary
-
-    vocab = Vocabulary([bytes([i]) for i in range(256)] + [None], eos_token_id=256)
+    vocab = _BYTES
 
     def pair(order: list[str]) -> dict:  # every key required and the object closed: written as declared
         props = {"a": {"type": "integer"}, "b": {"type": "integer"}}

@@ -191,3 +191,33 @@ NODE_DECLARED_UNIONS = st.builds(
                       "required": ["kind"]},
                      {"properties": {"a": {}, "kind": {"enum": ["text", "image", "audio!", "other"]}}, "required": ["kind"]}]),
 )
+
+
+def _closed_node_union(branches: list, union: str, by_ref: list[bool], outer: dict | None, kind_at: int, node_leaves: list,
+                       nullable: bool, requires_kind: bool) -> dict:
+    """A closed union node declaring every key its branches declare (`kind` at `kind_at`, each
+    other key `{}` or a leaf of its own, and `meta` that no branch declares), its branches open and
+    declaring only those keys, perhaps beside a `{"type": "null"}` branch (the node then typed
+    object or null): aiproj's Authentication."""
+    names = [n for n in dict.fromkeys(n for b in branches for n in b["properties"]) if n != "kind"]
+    names.insert(min(kind_at, len(names)), "kind")
+    props = {n: {"type": "string"} if n == "kind" else leaf for n, leaf in zip([*names, "meta"], node_leaves * 3)}
+    siblings = {"type": ["object", "null"] if nullable else "object", "properties": props, "additionalProperties": False,
+                **({"required": ["kind"]} if requires_kind else {})}
+    null = [{"type": "null"}] if nullable else []
+    return _tagged_union([*branches, *null], union, [*by_ref[:len(branches)], *[False] * len(null)], outer, siblings)
+
+
+# The same under a closed node that declares the branches' keys, beside a null branch or not: the
+# default backend spreads the node into each branch (closed), which is then written kind first
+CLOSED_NODE_UNIONS = st.builds(
+    _closed_node_union,
+    _tagged_branches(LEAVES, extras=("absent",)),
+    st.sampled_from(["anyOf", "oneOf"]),
+    st.lists(st.booleans(), min_size=3, max_size=3),
+    st.one_of(st.none(), _object(LEAVES)),
+    st.integers(1, 3),  # the kind after another node key: the spread's branches are then written in another order
+    st.lists(st.one_of(st.just({}), st.just({}), LEAVES), min_size=3, max_size=3),
+    st.booleans(),
+    st.booleans(),
+)

@@ -50,7 +50,7 @@ from constrained_spec.grammar.unique_items import UniqueItemsGrammar
 
 from schema_oracle import (Oracle, TokenIndex, check_walk, dumps_escaping_keys, engine_of, generation_schema, mutations, normalize_numbers,
                            positional_text, text_mutations, walk)
-from schema_strategies import NEGATED_OBJECTS, NODE_DECLARED_UNIONS, SCHEMAS, TAGGED_UNIONS
+from schema_strategies import CLOSED_NODE_UNIONS, NEGATED_OBJECTS, NODE_DECLARED_UNIONS, SCHEMAS, TAGGED_UNIONS
 
 FULL = os.environ.get("CONSTRAINED_SPEC_FULL") == "1"
 SUITE = Path(__file__).parent.parent / "data" / "json_schema_test_suite"
@@ -475,10 +475,14 @@ def _branch_instances(schema) -> list[tuple[Any, dict, dict]]:
     if not isinstance(union, list):
         return []
     branches = [schema["$defs"][b["$ref"].rsplit("/", 1)[1]] if "$ref" in b else b for b in union]
+    branches = [b for b in branches if "properties" in b]  # a `{"type": "null"}` branch: no object to reorder
     if "properties" in node:  # the node declares keys: copies only where they go into every branch (open ones)
         if any("additionalProperties" in b for b in branches):
             return []
-        branches = [_with_node_keys(node, b) for b in branches]
+        # under a closed node each instance holds its branch's keys only (aiproj's kinds; the
+        # compiler's reading of the open branches closes them: generation_schema)
+        closed = node.get("additionalProperties", True) is False
+        branches = [_with_node_keys(node, b, branch_keys_only=closed) for b in branches]
     instances = []
     for branch in branches:
         target = {}
@@ -496,10 +500,11 @@ def _branch_instances(schema) -> list[tuple[Any, dict, dict]]:
     return instances
 
 
-def _with_node_keys(node: dict, branch: dict) -> dict:
+def _with_node_keys(node: dict, branch: dict, branch_keys_only: bool = False) -> dict:
     """A union branch with its node's declared and required keys: the node's keys first (one both
-    declare takes both schemas), then the branch's (the object the branch's instances are of)."""
-    props = dict(node["properties"])
+    declare takes both schemas), then the branch's (the object the branch's instances are of);
+    `branch_keys_only`: of the node's keys only those the branch declares."""
+    props = {n: v for n, v in node["properties"].items() if not branch_keys_only or n in branch["properties"]}
     for name, leaf in branch["properties"].items():
         props[name] = {"allOf": [props[name], leaf]} if name in props else leaf
     return {"properties": props, "required": list(dict.fromkeys([*node.get("required", []), *branch["required"]]))}
@@ -555,7 +560,9 @@ def _check_tagged_unions(harness, schemas, examples: int) -> Counter:
         if not engines:
             return
         seen["compiled"] += 1
-        oracle, rng, _, problems = _checked_draws(harness, schema, engines, data, seen, 2, 3)
+        oracle, rng, values, problems = _checked_draws(harness, schema, engines, data, seen, 2, 3)
+        under_v = "v" in schema.get("properties", {})  # the union is the value of key `v` (it is required there)
+        seen["null unions drawn"] += sum((v.get("v", 0) if under_v and isinstance(v, dict) else v) is None for v in values)
         if "default" in engines:
             instances = _branch_instances(schema)
             node = schema["properties"]["v"] if "v" in schema.get("properties", {}) else schema
@@ -591,6 +598,21 @@ def test_tagged_unions_whose_node_declares_keys(harness):
     seen = _check_tagged_unions(harness, NODE_DECLARED_UNIONS, examples)
     print(f"unions whose node declares keys: {dict(seen)}")
     assert seen["compiled"] >= examples // 2 and seen["instances of branches merged with their node's keys"] >= examples, seen
+    assert seen["moved (not the declared order)"] >= examples // 4, seen
+
+
+def test_tagged_unions_under_a_closed_node(harness):
+    """The same where the union's node is closed and declares every key its branches declare,
+    beside a `{"type": "null"}` branch or not (aiproj's Authentication): the default backend
+    spreads the node into each branch, closed (json_key_order._spreads), and writes each kind
+    first and required keys first; exact on every engine, nulls among the draws, and those orders
+    accepted. Its power on a fixed schema: test_key_order.py::
+    test_closed_union_node_keys_go_into_its_branches_beside_a_null."""
+    examples = 90 if FULL else 30
+    seen = _check_tagged_unions(harness, CLOSED_NODE_UNIONS, examples)
+    print(f"unions under a closed node: {dict(seen)}")
+    assert seen["compiled"] >= examples // 2 and seen["instances of branches merged with their node's keys"] >= examples, seen
+    assert seen["null unions drawn"] >= 1, seen
     assert seen["moved (not the declared order)"] >= examples // 4, seen
 
 

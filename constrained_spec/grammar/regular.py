@@ -12,8 +12,9 @@ Two readings: a pattern is matched by ECMA 262 (the spec) and by Python's `re` (
 which differ on `\\d`, `\\w`, `\\s`, `.` and `$` (Python's are Unicode-aware; its `$` also
 holds before a final newline). A language used positively takes the narrow reading (what both
 accept), one under a negation the wide reading (what either accepts), so the result holds for
-both. Only lookaheads at the top level of a pattern's sequence, and `((?!X).)*` as the last
-item of an end-anchored pattern, are read; anything else raises ValueError.
+both. Only lookaheads at the top level of a pattern's sequence, `((?!X).)*` as the last item
+of an end-anchored pattern, and `$` anywhere (`(,|$)`: read as one step past every code point,
+then split into "the string ends here" and the rest) are read; anything else raises ValueError.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from .byte_dfa import negate_ranges as _invert
 from .byte_dfa import normalize_ranges as _norm
 from .byte_dfa import python_category
 
-__all__ = ["DFA", "pattern_dfa", "agreed_search", "lookaround_free", "intersection", "complement", "to_regex", "patterns_disjoint"]
+__all__ = ["DFA", "pattern_dfa", "agreed_search", "end_inside", "lookaround_free", "intersection", "complement", "to_regex", "patterns_disjoint"]
 
 MAX_CP = 0x10FFFF
 _MAX_NFA = 20000  # NFA states (bounded repeats are copied)
@@ -39,6 +40,7 @@ _MAX_REGEX = 40000  # characters of a written regex
 
 Charset = tuple[tuple[int, int], ...]  # sorted disjoint closed intervals of code points
 _ALL: Charset = ((0, MAX_CP),)
+_END = MAX_CP + 1  # a `$` inside a pattern, read as one step past every code point (_Reader.then)
 
 
 def _meet(a: Charset, b: Charset) -> Charset:
@@ -344,6 +346,8 @@ class _Reader:
     def item(self, nfa: _NFA, op, av) -> tuple[int, int]:
         if op in (C.LITERAL, C.NOT_LITERAL, C.ANY, C.IN, C.CATEGORY):
             return nfa.chars(self.charset(op, av))
+        if op is C.AT and av in (C.AT_END, C.AT_END_STRING):  # `(,|$)`: the string's end, told apart by then()
+            return nfa.chars(((_END, _END),))
         if op is C.SUBPATTERN:
             if av[1] or av[2]:
                 raise ValueError("a group with inline flags")
@@ -397,8 +401,8 @@ class _Reader:
                 seen = reader.prefixed(list(body), at_start and k == 0)
                 rest = self.sequence(items[k + 1 :], False, tail)
                 rest = meet(rest, negate(seen) if op is C.ASSERT_NOT else seen)
-                return _concat([self.plain(items[:k]), rest]) if k else rest
-            if op is C.AT:
+                return _concat([self.before(items[:k]), rest]) if k else rest
+            if op is C.AT and av not in (C.AT_END, C.AT_END_STRING):
                 raise ValueError("an anchor inside a pattern")
             if _tempered(op, av) and k == len(items) - 1 and _only_empty(tail):
                 body, char = _tempered(op, av)
@@ -406,8 +410,25 @@ class _Reader:
                 nonempty = meet(seen, negate(_only_empty_dfa()))
                 found_somewhere = _concat([_star_of(_ALL), nonempty])
                 rest = meet(_star_of(self.charset(*char)), negate(found_somewhere))
-                return _concat([self.plain(items[:k]), rest]) if k else rest
-        return _concat([self.plain(items), tail])
+                return _concat([self.before(items[:k]), rest]) if k else rest
+        return self.then(self.plain(items), tail)
+
+    def before(self, items: list) -> DFA:
+        """`items` followed by more of the pattern: a `$` among them is not read."""
+        dfa = self.plain(items)
+        if dfa.atoms[-1][1] > MAX_CP:
+            raise ValueError("a `$` before a lookahead")
+        return dfa
+
+    def then(self, dfa: DFA, tail: DFA) -> DFA:
+        """`dfa` (read by plain(), a `$` inside it an _END step) then `tail`: where a `$` was
+        passed, the string ends there (Python's `$`, in the wide reading: or a final newline
+        follows; `\\Z` is read so too there, wider, as a wide reading may be)."""
+        if dfa.atoms[-1][1] <= MAX_CP:
+            return _concat([dfa, tail])
+        plain, ended = _split_end(dfa)
+        end = _optional_newline() if self.wide else _only_empty_dfa()
+        return _union(_concat([plain, tail]), _concat([ended, end]))
 
     def prefixed(self, items: list, at_start: bool) -> DFA:
         """Strings a lookahead body matches a prefix of (its `$` the string's end)."""
@@ -429,6 +450,25 @@ class _Reader:
             end = _optional_newline() if newline else _only_empty_dfa()
             return self.sequence(branch[:-1], at_start, end)
         return self.sequence(branch, at_start, _star_of(_ALL))
+
+
+def _split_end(dfa: DFA) -> tuple[DFA, DFA]:
+    """A DFA over code points and _END as two over code points: the strings it accepts without
+    an _END step, and those it accepts followed by one or more _END steps (a `$` passed: read no
+    further). A string with a code point after an _END step matches nowhere: in neither."""
+    end = bisect_right([lo for lo, _ in dfa.atoms], _END) - 1
+    keep = [a for a, (lo, _) in enumerate(dfa.atoms) if lo <= MAX_CP]
+    atoms = [(dfa.atoms[a][0], min(dfa.atoms[a][1], MAX_CP)) for a in keep]
+    trans = [[row[a] for a in keep] for row in dfa.trans]
+    ended = set()
+    for state in range(len(dfa.trans)):
+        seen, step = set(), dfa.trans[state][end]
+        while step >= 0 and step not in seen and step not in dfa.accept:
+            seen.add(step)
+            step = dfa.trans[step][end]
+        if step in dfa.accept:
+            ended.add(state)
+    return _minimize(DFA(atoms, trans, set(dfa.accept))), _minimize(DFA(atoms, [row[:] for row in trans], ended))
 
 
 def _tempered(op, av):
@@ -664,6 +704,36 @@ def patterns_disjoint(first: str, second: str) -> bool:
         return meet(pattern_dfa(first, wide=True), pattern_dfa(second, wide=True)).empty()
     except (ValueError, RecursionError):
         return False
+
+
+@lru_cache(maxsize=1024)
+def end_inside(pattern: str) -> bool:
+    """Whether `pattern` reads the string's end (`$`, `\\Z`) elsewhere than as the last item of
+    the pattern or of one of its top-level branches (`^([^,]+(,|$)){3,}$`: llguidance refuses
+    those; lookaround_free writes them out)."""
+    try:
+        items = list(sre.parse(_named_groups(pattern)))
+    except (re.error, RecursionError, OverflowError):
+        return False
+    if items[:1] == [(C.AT, C.AT_BEGINNING)]:  # (hoisted by the parser out of every top-level branch)
+        items = items[1:]
+    branches = [list(b) for b in items[0][1][1]] if len(items) == 1 and items[0][0] is C.BRANCH else [items]
+    return any(_reads_end(branch[:-1] if branch and _is_end(branch[-1]) else branch) for branch in branches)
+
+
+def _is_end(item) -> bool:
+    return item[0] is C.AT and item[1] in (C.AT_END, C.AT_END_STRING)
+
+
+def _reads_end(items) -> bool:
+    for op, av in items:
+        if _is_end((op, av)):
+            return True
+        nested = [av[3]] if op is C.SUBPATTERN else av[1] if op is C.BRANCH else [av[2]] if op in (C.MAX_REPEAT, C.MIN_REPEAT) \
+            else [av[1]] if op in (C.ASSERT, C.ASSERT_NOT) else []
+        if any(_reads_end(list(part)) for part in nested):
+            return True
+    return False
 
 
 def lookaround_free(pattern: str) -> str | None:

@@ -484,6 +484,21 @@ class _Translator:
         for member in (members if isinstance(members, list) else ()):
             self._tags_of(member, keys, values, depth + 1)
 
+    def _negated_required(self, schema: Any, depth: int) -> list[list[str]]:
+        """The key lists R of every `not: {"required": R}` in `schema` and its allOf members: an
+        object holding all of R meets none of them."""
+        schema = self.deref(schema)
+        if not isinstance(schema, dict) or depth > 8:
+            return []
+        found = []
+        negated = self.deref(schema.get("not"))
+        if isinstance(negated, dict) and set(negated) - ANNOTATIONS == {"required"} and _required(negated):
+            found.append(_required(negated))
+        members = schema.get("allOf")
+        for member in (members if isinstance(members, list) else ()):
+            found += self._negated_required(member, depth + 1)
+        return found
+
     def apart(self, a: dict, b: dict, required: frozenset[str] = frozenset(), types: set[str] | None = None, depth: int = 0) -> bool:
         """Conservative: no instance matches both `a` and `b`, where every instance also has one
         of the JSON `types` (None: any) and, as an object, the keys `required`. Remembered per
@@ -539,7 +554,15 @@ class _Translator:
             va, vb = (self.deref(o["properties"].get(name)) if isinstance(o.get("properties"), dict) else None for o in (a, b))
             if isinstance(va, dict) and isinstance(vb, dict) and self.apart(va, vb, depth=depth + 1):
                 return True
-        return False
+        # a side's `not: {"required": R}` (JSON-RPC's "cannot have result and error at the same
+        # time", in the part both responses share) with every key of R required by the two
+        keys: set[str] = set(required)
+        try:
+            self._tags_of(a, keys, {}, 0)
+            self._tags_of(b, keys, {}, 0)
+            return any(set(r) <= keys for one in (a, b) for r in self._negated_required(one, 0))
+        except GrammarError:  # a reference that cannot be read: not proven
+            return False
 
     def kinds(self, schema: Any, depth: int = 0) -> set[str] | None:
         """The JSON types (integer counted as number) an instance of `schema` can have; None: any.

@@ -333,6 +333,33 @@ def test_one_of_in_an_all_of_told_apart_by_what_the_other_members_require(kind_r
     assert all(_valid(schema, f"[{t}]") for t in valid) and not any(_valid(schema, f"[{t}]") for t in [*invalid, '{"name":"a"}'])
 
 
+@pytest.mark.parametrize("shared_negation", [True, False])
+def test_one_of_told_apart_by_a_negated_required_both_branches_share(shared_negation):
+    """JSON-RPC 2.0's response: `oneOf: [success, error]`, each `allOf: [common, {"required":
+    [result]}]` (`[error]`), `common` saying "cannot have result and error at the same time"
+    (`not: {"required": ["result", "error"]}`). A value in both would hold both keys, which
+    common forbids: the branches are apart, so the oneOf is an anyOf of them as written (before,
+    each was "and not the other", a rewrite logged as narrower). Without the shared negation
+    (`shared_negation` False) `{"id":1,"result":1,"error":{}}` meets both and is refused: the
+    oneOf stays exact. Walked byte by byte against jsonschema both ways."""
+    common = {"type": "object", "required": ["id"], "properties": {"id": {"type": ["string", "integer", "null"]}}}
+    if shared_negation:
+        common["not"] = {"description": "cannot have result and error at the same time", "required": ["result", "error"]}
+    schema = {"oneOf": [{"$ref": "#/definitions/success"}, {"$ref": "#/definitions/error"}], "definitions": {
+        "common": common,
+        "success": {"allOf": [{"$ref": "#/definitions/common"}, {"required": ["result"]}]},
+        "error": {"allOf": [{"$ref": "#/definitions/common"}, {"required": ["error"], "properties": {"error": {"type": "object"}}}]}}}
+    narrowed: dict = {}
+    rewritten = llguidance_schema(schema, False, {}, narrowed)
+    assert (rewritten.get("anyOf") == schema["oneOf"] and not narrowed) == shared_negation, (rewritten, narrowed)
+    compiled = compile_json_schema(schema, BYTES)
+    valid = ['{"id":1,"result":"Hello"}', '{"id":null,"error":{"code":1}}', '{"id":"a","result":null,"x":2}']
+    invalid = ['{"id":1}', '{"result":1}', '{"id":1,"error":2}', '[]']
+    for text in [*valid, *invalid, '{"id":1,"result":1,"error":{}}']:
+        assert _walk(compiled, schema, text) == _valid(schema, text), text
+    assert all(_valid(schema, t) for t in valid) and not any(_valid(schema, t) for t in [*invalid, '{"id":1,"result":1,"error":{}}'])
+
+
 def test_conditions_discriminated_by_one_required_key_stay_on_llguidance():
     # GitHub's issue forms: an allOf of six `if type = c then T` conditions on an object that
     # requires `type`; as separate two-way choices llguidance refused the schema as too large

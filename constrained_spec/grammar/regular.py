@@ -422,13 +422,16 @@ class _Reader:
 
     def then(self, dfa: DFA, tail: DFA) -> DFA:
         """`dfa` (read by plain(), a `$` inside it an _END step) then `tail`: where a `$` was
-        passed, the string ends there (Python's `$`, in the wide reading: or a final newline
-        follows; `\\Z` is read so too there, wider, as a wide reading may be)."""
+        passed, the string ends there. In the wide reading Python's `$` also holds before a
+        final newline, which the rest of the pattern may then read (`a$\\n?`) or leave (`\\Z`
+        is read so too there: wider, as a wide reading may be)."""
         if dfa.atoms[-1][1] <= MAX_CP:
             return _concat([dfa, tail])
-        plain, ended = _split_end(dfa)
-        end = _optional_newline() if self.wide else _only_empty_dfa()
-        return _union(_concat([plain, tail]), _concat([ended, end]))
+        plain, ended, before_newline = _split_end(dfa)
+        if not self.wide:
+            return _union(_concat([plain, tail]), _concat([ended, _only_empty_dfa()]))
+        newline = DFA([(0, 9), (10, 10), (11, MAX_CP)], [[-1, 1, -1], [-1, -1, -1]], {1})
+        return _union(_union(_concat([plain, tail]), _concat([ended, _optional_newline()])), _concat([before_newline, newline]))
 
     def prefixed(self, items: list, at_start: bool) -> DFA:
         """Strings a lookahead body matches a prefix of (its `$` the string's end)."""
@@ -452,23 +455,30 @@ class _Reader:
         return self.sequence(branch, at_start, _star_of(_ALL))
 
 
-def _split_end(dfa: DFA) -> tuple[DFA, DFA]:
-    """A DFA over code points and _END as two over code points: the strings it accepts without
-    an _END step, and those it accepts followed by one or more _END steps (a `$` passed: read no
-    further). A string with a code point after an _END step matches nowhere: in neither."""
-    end = bisect_right([lo for lo, _ in dfa.atoms], _END) - 1
+def _split_end(dfa: DFA) -> tuple[DFA, DFA, DFA]:
+    """A DFA over code points and _END as three over code points: the strings it accepts without
+    an _END step; those it accepts followed by one or more _END steps (a `$` passed: read no
+    further); and those it accepts followed by _END steps, a newline, and _END steps or none
+    (Python's `$` before a final newline, which the pattern then reads). A string with another
+    code point after an _END step matches nowhere: in none of them."""
+    lows = [lo for lo, _ in dfa.atoms]
+    end, newline = bisect_right(lows, _END) - 1, bisect_right(lows, 10) - 1
     keep = [a for a, (lo, _) in enumerate(dfa.atoms) if lo <= MAX_CP]
     atoms = [(dfa.atoms[a][0], min(dfa.atoms[a][1], MAX_CP)) for a in keep]
     trans = [[row[a] for a in keep] for row in dfa.trans]
-    ended = set()
-    for state in range(len(dfa.trans)):
-        seen, step = set(), dfa.trans[state][end]
-        while step >= 0 and step not in seen and step not in dfa.accept:
-            seen.add(step)
+
+    def ends(state: int) -> set[int]:
+        """The states one or more _END steps from `state` reach."""
+        found, step = set(), dfa.trans[state][end]
+        while step >= 0 and step not in found:
+            found.add(step)
             step = dfa.trans[step][end]
-        if step in dfa.accept:
-            ended.add(state)
-    return _minimize(DFA(atoms, trans, set(dfa.accept))), _minimize(DFA(atoms, [row[:] for row in trans], ended))
+        return found
+
+    ended = {s for s in range(len(dfa.trans)) if ends(s) & dfa.accept}
+    read_newline = {s for s in range(len(dfa.trans))
+                    if any((t := dfa.trans[e][newline]) >= 0 and (t in dfa.accept or ends(t) & dfa.accept) for e in ends(s))}
+    return tuple(_minimize(DFA(atoms, [row[:] for row in trans], accept)) for accept in (set(dfa.accept), ended, read_newline))  # type: ignore[return-value]
 
 
 def _tempered(op, av):

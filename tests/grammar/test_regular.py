@@ -28,7 +28,7 @@ PATTERNS = [
     r"(?=a)", r"^(?=.*\d)(?=.*[a-z]).{3,}$", r"^[^.]*$", r"x*", r"^$", r"^[A-Z]{3}(,[A-Z]{3})*$", r"(?<name>ab)+c",
     # a `$` inside (SchemaStore's catalogue-entry, the GitHub corpus' path types and key names)
     r"^([^,]+(,|$)){3,}$", r"^(\/?((\.{2})|([a-z0-9\-]*))($|\/))*$", r"^$[a-zA-Z0-9$_]*$", r"a(b|$)", r"^(a$)*$", r"x$$b?",
-    r"(?=a$)a", r"^(?!.*,$)[a-z,]+$", r"^(ab|$)+c?",
+    r"(?=a$)a", r"^(?!.*,$)[a-z,]+$", r"^(ab|$)+c?", r"a$\n",  # (Python's `$` also before a final newline the pattern then reads)
 ]  # fmt: skip
 ALPHABET = "abcdelmnstrikgy-_.@/:\\ {}x12AZ\t,$"
 WORDS = ["relationships", "links", "message", "severity", "lucene.", "builtin.", "@@", "variables", "..", "x-ms-", "x-", "tag",

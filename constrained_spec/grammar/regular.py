@@ -475,10 +475,13 @@ def _split_end(dfa: DFA) -> tuple[DFA, DFA, DFA]:
             step = dfa.trans[step][end]
         return found
 
+    def accepting(accept: set[int]) -> DFA:
+        return _minimize(DFA(atoms, [row[:] for row in trans], accept))
+
     ended = {s for s in range(len(dfa.trans)) if ends(s) & dfa.accept}
     read_newline = {s for s in range(len(dfa.trans))
                     if any((t := dfa.trans[e][newline]) >= 0 and (t in dfa.accept or ends(t) & dfa.accept) for e in ends(s))}
-    return tuple(_minimize(DFA(atoms, [row[:] for row in trans], accept)) for accept in (set(dfa.accept), ended, read_newline))  # type: ignore[return-value]
+    return accepting(set(dfa.accept)), accepting(ended), accepting(read_newline)
 
 
 def _tempered(op, av):
@@ -736,14 +739,19 @@ def _is_end(item) -> bool:
 
 
 def _reads_end(items) -> bool:
-    for op, av in items:
-        if _is_end((op, av)):
-            return True
-        nested = [av[3]] if op is C.SUBPATTERN else av[1] if op is C.BRANCH else [av[2]] if op in (C.MAX_REPEAT, C.MIN_REPEAT) \
-            else [av[1]] if op in (C.ASSERT, C.ASSERT_NOT) else []
-        if any(_reads_end(list(part)) for part in nested):
-            return True
-    return False
+    return any(_is_end((op, av)) or any(_reads_end(list(part)) for part in _nested(op, av)) for op, av in items)
+
+
+def _nested(op, av) -> list:
+    """The item sequences inside one sre item (a group, a branch's alternatives, a repeated
+    item, a lookaround's body)."""
+    if op is C.SUBPATTERN:
+        return [av[3]]
+    if op is C.BRANCH:
+        return list(av[1])
+    if op in (C.MAX_REPEAT, C.MIN_REPEAT):
+        return [av[2]]
+    return [av[1]] if op in (C.ASSERT, C.ASSERT_NOT) else []
 
 
 def lookaround_free(pattern: str) -> str | None:

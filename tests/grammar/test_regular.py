@@ -73,6 +73,44 @@ def test_written_without_lookarounds_as_re_reads_them(pattern):
             assert not agreed or rest != found, text
 
 
+def _random_pattern(rng: random.Random, depth: int = 0) -> str:
+    """A small pattern over `a`, `b`, `,` with groups, alternation, repeats and anchors: `$`
+    anywhere, `^` first."""
+    if depth > 2 or rng.random() < 0.3:
+        return rng.choice(["a", "b", ",", "[ab]", "[^,]", ".", "$", "a", "b"])
+    parts = [_random_pattern(rng, depth + 1) for _ in range(rng.randint(1, 3))]
+    kind = rng.random()
+    body = "|".join(parts) if kind < 0.3 else "".join(parts)
+    group = f"({body})" if kind < 0.6 or len(parts) > 1 else body
+    return group + rng.choice(["", "", "*", "+", "?", "{2}", "{1,2}"])
+
+
+def test_generated_patterns_with_the_end_inside_read_as_re_reads_them():
+    """Seeded: 400 generated patterns (107 with a `$` inside), 300 strings each over `a`, `b`, `,`
+    and a newline, held against Python's `re.search`: the narrow reading (lookaround_free, what
+    the generated regex matches) never matches a string Python does not and equals it where
+    the readings agree (no newline); the wide one (its complement) never leaves out a string
+    Python matches. Patterns the reader refuses raise ValueError (counted; most are read)."""
+    rng, read, checked = random.Random(11), 0, 0
+    for _ in range(400):
+        pattern = ("^" if rng.random() < 0.3 else "") + _random_pattern(rng)
+        try:
+            written, other = lookaround_free(pattern), complement(pattern)
+        except ValueError:
+            continue
+        read += 1
+        for _ in range(300):
+            text = "".join(rng.choice("ab,,\n") for _ in range(rng.randint(0, 6)))
+            found = re.search(pattern, text) is not None
+            mine = written is not None and re.fullmatch(written[1:-1], text) is not None
+            rest = other is not None and re.fullmatch(other[1:-1], text) is not None
+            assert not mine or found, (pattern, text, written)
+            assert "\n" in text or mine == found, (pattern, text, written)
+            assert not (rest and found), (pattern, text, other)
+            checked += 1
+    assert read >= 300, read
+
+
 def test_intersection_meets_every_pattern():
     rng = random.Random(1)
     pairs = [(r"^a", r"b$"), (r"^[a-z]+$", r"^(?!tag$)"), (r"\d", r"^[^2]*$"), (r"^x", r"^y")]

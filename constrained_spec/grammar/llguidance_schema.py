@@ -30,7 +30,7 @@ from .json_subset import within
 from .json_terminals import FORMAT_PATTERNS, NON_STRING_FORMATS
 from .negative_literals import leading_lookaheads, literals_complement
 from .json_shapes import schema_children
-from .regular import end_inside, lookaround_free
+from .regular import anchors_inside, lookaround_free
 from .protocol import GrammarError
 from .vocabulary import Vocabulary
 
@@ -113,12 +113,12 @@ _LOOKAROUND = re.compile(r"(?<!\\)\(\?<?[=!]|(?<!\\)\(\?<[A-Za-z_]")  # lookarou
 
 
 def _without_lookarounds(pattern: str) -> str:
-    """A pattern with lookarounds, a `$` inside it (`(,|$)`) or ECMA's `(?<name>`, which
-    llguidance's parser refuses, as one regex without them (regular.py, the reading both ECMA
+    """A pattern with lookarounds, a `$` or `^` inside it (`(,|$)`, `(^|,)`) or ECMA's `(?<name>`,
+    which llguidance's parser refuses, as one regex without them (regular.py, the reading both ECMA
     and Python accept); as it was where that cannot be written (llguidance then refuses it, and
     our compiler says why), or where no string matches it (a pattern key nothing matches: left
     to our compiler too)."""
-    if not _LOOKAROUND.search(pattern) and ("$" not in pattern or not end_inside(pattern)):
+    if not _LOOKAROUND.search(pattern) and ("$" not in pattern and "^" not in pattern[1:] or not anchors_inside(pattern)):
         return pattern
     try:
         return lookaround_free(pattern) or pattern

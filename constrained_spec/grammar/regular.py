@@ -31,7 +31,7 @@ from .byte_dfa import negate_ranges as _invert
 from .byte_dfa import normalize_ranges as _norm
 from .byte_dfa import python_category
 
-__all__ = ["DFA", "pattern_dfa", "agreed_search", "end_inside", "lookaround_free", "intersection", "complement", "to_regex", "patterns_disjoint"]
+__all__ = ["DFA", "pattern_dfa", "agreed_search", "anchors_inside", "lookaround_free", "intersection", "complement", "to_regex", "patterns_disjoint"]
 
 MAX_CP = 0x10FFFF
 _MAX_NFA = 20000  # NFA states (bounded repeats are copied)
@@ -41,6 +41,7 @@ _MAX_REGEX = 40000  # characters of a written regex
 Charset = tuple[tuple[int, int], ...]  # sorted disjoint closed intervals of code points
 _ALL: Charset = ((0, MAX_CP),)
 _END = MAX_CP + 1  # a `$` inside a pattern, read as one step past every code point (_Reader.then)
+_START = MAX_CP + 3  # a `^` inside a pattern, likewise (_split_start; apart from _END, so never one atom with it)
 
 
 def _meet(a: Charset, b: Charset) -> Charset:
@@ -254,15 +255,16 @@ def _product(a: DFA, b: DFA, keep) -> DFA:
     """The pairs' automaton (-1 read as a dead sink) accepting where keep(in_a, in_b)."""
     atoms = _atoms([[iv] for iv in a.atoms] + [[iv] for iv in b.atoms])
     lows_a, lows_b = [lo for lo, _ in a.atoms], [lo for lo, _ in b.atoms]
-    col_a = [bisect_right(lows_a, lo) - 1 for lo, _ in atoms]
-    col_b = [bisect_right(lows_b, lo) - 1 for lo, _ in atoms]
+    # (an atom past a DFA's last one, a marker it does not read: dead there)
+    col_a = [bisect_right(lows_a, lo) - 1 if lo <= a.atoms[-1][1] else None for lo, _ in atoms]
+    col_b = [bisect_right(lows_b, lo) - 1 if lo <= b.atoms[-1][1] else None for lo, _ in atoms]
     sink = keep(False, False)  # both dead: a state of its own where that is accepted (a complement)
     index, order, trans = {(0, 0): 0}, [(0, 0)], []
     while len(trans) < len(order):
         x, y = order[len(trans)]
         row = []
         for i in range(len(atoms)):
-            pair = (a.trans[x][col_a[i]] if x >= 0 else -1, b.trans[y][col_b[i]] if y >= 0 else -1)
+            pair = (a.trans[x][col_a[i]] if x >= 0 and col_a[i] is not None else -1, b.trans[y][col_b[i]] if y >= 0 and col_b[i] is not None else -1)
             if pair == (-1, -1) and not sink:
                 row.append(-1)
                 continue
@@ -348,6 +350,8 @@ class _Reader:
             return nfa.chars(self.charset(op, av))
         if op is C.AT and av in (C.AT_END, C.AT_END_STRING):  # `(,|$)`: the string's end, told apart by then()
             return nfa.chars(((_END, _END),))
+        if op is C.AT and av in (C.AT_BEGINNING, C.AT_BEGINNING_STRING):  # `(^|,)`: the string's start (_split_start)
+            return nfa.chars(((_START, _START),))
         if op is C.SUBPATTERN:
             if av[1] or av[2]:
                 raise ValueError("a group with inline flags")
@@ -400,9 +404,11 @@ class _Reader:
                 reader = self.flipped() if op is C.ASSERT_NOT else self
                 seen = reader.prefixed(list(body), at_start and k == 0)
                 rest = self.sequence(items[k + 1 :], False, tail)
+                if rest.atoms[-1][1] > MAX_CP:
+                    raise ValueError("a `^` after a lookahead")
                 rest = meet(rest, negate(seen) if op is C.ASSERT_NOT else seen)
                 return _concat([self.before(items[:k]), rest]) if k else rest
-            if op is C.AT and av not in (C.AT_END, C.AT_END_STRING):
+            if op is C.AT and av not in (C.AT_END, C.AT_END_STRING, C.AT_BEGINNING, C.AT_BEGINNING_STRING):
                 raise ValueError("an anchor inside a pattern")
             if _tempered(op, av) and k == len(items) - 1 and _only_empty(tail):
                 body, char = _tempered(op, av)
@@ -414,10 +420,10 @@ class _Reader:
         return self.then(self.plain(items), tail)
 
     def before(self, items: list) -> DFA:
-        """`items` followed by more of the pattern: a `$` among them is not read."""
+        """`items` followed by more of the pattern: a `$` or `^` among them is not read."""
         dfa = self.plain(items)
         if dfa.atoms[-1][1] > MAX_CP:
-            raise ValueError("a `$` before a lookahead")
+            raise ValueError("a `$` or `^` before a lookahead")
         return dfa
 
     def then(self, dfa: DFA, tail: DFA) -> DFA:
@@ -443,6 +449,8 @@ class _Reader:
                     raise ValueError("a `^` inside a lookahead that is not at the pattern's start")
                 branch = branch[1:]
             dfa = self.anchored_end(branch, at_start)
+            if dfa.atoms[-1][1] > MAX_CP:
+                raise ValueError("a `^` inside a lookahead")
             found = dfa if found is None else _union(found, dfa)
         return found if found is not None else DFA([(0, MAX_CP)], [[-1]], set())
 
@@ -463,9 +471,7 @@ def _split_end(dfa: DFA) -> tuple[DFA, DFA, DFA]:
     code point after an _END step matches nowhere: in none of them."""
     lows = [lo for lo, _ in dfa.atoms]
     end, newline = bisect_right(lows, _END) - 1, bisect_right(lows, 10) - 1
-    keep = [a for a, (lo, _) in enumerate(dfa.atoms) if lo <= MAX_CP]
-    atoms = [(dfa.atoms[a][0], min(dfa.atoms[a][1], MAX_CP)) for a in keep]
-    trans = [[row[a] for a in keep] for row in dfa.trans]
+    atoms, trans = _without_marker(dfa, _END)
 
     def ends(state: int) -> set[int]:
         """The states one or more _END steps from `state` reach."""
@@ -478,10 +484,46 @@ def _split_end(dfa: DFA) -> tuple[DFA, DFA, DFA]:
     def accepting(accept: set[int]) -> DFA:
         return _minimize(DFA(atoms, [row[:] for row in trans], accept))
 
+    start = bisect_right(lows, _START) - 1 if dfa.atoms[-1][1] >= _START else None
+    if start is not None and any(dfa.trans[e][start] >= 0 for s in range(len(dfa.trans)) for e in ends(s)):
+        raise ValueError("a `^` after a `$`")
     ended = {s for s in range(len(dfa.trans)) if ends(s) & dfa.accept}
     read_newline = {s for s in range(len(dfa.trans))
                     if any((t := dfa.trans[e][newline]) >= 0 and (t in dfa.accept or ends(t) & dfa.accept) for e in ends(s))}
     return accepting(set(dfa.accept)), accepting(ended), accepting(read_newline)
+
+
+def _without_marker(dfa: DFA, marker: int) -> tuple[list[tuple[int, int]], list[list[int]]]:
+    """`dfa`'s atoms and transitions with the marker's steps left out (the other marker kept:
+    the code points' atoms, then _START's own where the DFA reads it)."""
+    lows = [lo for lo, _ in dfa.atoms]
+    columns = [a for a, (lo, _) in enumerate(dfa.atoms) if lo <= MAX_CP]
+    atoms = [(dfa.atoms[a][0], min(dfa.atoms[a][1], MAX_CP)) for a in columns]
+    if marker != _START and dfa.atoms[-1][1] >= _START:
+        columns.append(bisect_right(lows, _START) - 1)
+        atoms.append((_START, _START))
+    return atoms, [[row[a] for a in columns] for row in dfa.trans]
+
+
+def _split_start(dfa: DFA) -> tuple[DFA, DFA | None]:
+    """A DFA over code points and _START (no _END) as two over code points: the strings it
+    accepts without a _START step, and those it accepts after one or more _START steps taken
+    first (a `^` passed at the string's start: matched from there); None where it has none."""
+    if dfa.atoms[-1][1] < _START:
+        return dfa, None
+    start = bisect_right([lo for lo, _ in dfa.atoms], _START) - 1
+    atoms, trans = _without_marker(dfa, _START)
+    roots, step = [], dfa.trans[0][start]
+    while step >= 0 and step not in roots:
+        roots.append(step)
+        step = dfa.trans[step][start]
+    anchored = None
+    for root in roots:  # the same automaton started at `root`: states 0 and root swapped
+        swap = {0: root, root: 0}
+        rows = [[swap.get(t, t) for t in trans[swap.get(state, state)]] for state in range(len(trans))]
+        rooted = _minimize(DFA(atoms, rows, {swap.get(a, a) for a in dfa.accept}))
+        anchored = rooted if anchored is None else _union(anchored, rooted)
+    return _minimize(DFA(atoms, [row[:] for row in trans], set(dfa.accept))), anchored
 
 
 def _tempered(op, av):
@@ -540,10 +582,10 @@ def _pattern_dfa(pattern: str, wide: bool) -> DFA:
     branches = [lead + list(b) for b in rest[0][1][1]] if len(rest) == 1 and rest[0][0] is C.BRANCH else [items]
     found = None
     for branch in branches:
-        if branch[:1] == [(C.AT, C.AT_BEGINNING)]:
-            dfa = reader.anchored_end(branch[1:], True)
-        else:  # found anywhere: anything before it
-            dfa = _concat([_star_of(_ALL), reader.anchored_end(branch, False)])
+        leading = branch[:1] == [(C.AT, C.AT_BEGINNING)]
+        free, anchored = _split_start(reader.anchored_end(branch[1:] if leading else branch, leading))
+        dfa = free if leading else _concat([_star_of(_ALL), free])  # found anywhere: anything before it
+        dfa = dfa if anchored is None else _union(dfa, anchored)  # a `^` inside passed first: found at the start
         found = dfa if found is None else _union(found, dfa)
     return found
 
@@ -720,26 +762,40 @@ def patterns_disjoint(first: str, second: str) -> bool:
 
 
 @lru_cache(maxsize=1024)
-def end_inside(pattern: str) -> bool:
+def anchors_inside(pattern: str) -> bool:
     """Whether `pattern` reads the string's end (`$`, `\\Z`) elsewhere than as the last item of
-    the pattern or of one of its top-level branches (`^([^,]+(,|$)){3,}$`: llguidance refuses
-    those; lookaround_free writes them out)."""
+    the pattern or of one of its top-level branches, or its start (`^`) elsewhere than first
+    (`^([^,]+(,|$)){3,}$`, `(^|,)a`: llguidance refuses those; lookaround_free writes them out)."""
     try:
         items = list(sre.parse(_named_groups(pattern)))
     except (re.error, RecursionError, OverflowError):
         return False
+    return _anchors_inside(items)
+
+
+def _anchors_inside(items: list) -> bool:
+    """anchors_inside for a sequence of sre items at the pattern's top (a group alone there,
+    `(^a$)`, is read as its own top: llguidance takes its edge anchors)."""
     if items[:1] == [(C.AT, C.AT_BEGINNING)]:  # (hoisted by the parser out of every top-level branch)
         items = items[1:]
     branches = [list(b) for b in items[0][1][1]] if len(items) == 1 and items[0][0] is C.BRANCH else [items]
-    return any(_reads_end(branch[:-1] if branch and _is_end(branch[-1]) else branch) for branch in branches)
+    for branch in branches:
+        if len(branch) == 1 and branch[0][0] is C.SUBPATTERN and not branch[0][1][1] and not branch[0][1][2]:
+            if _anchors_inside(list(branch[0][1][3])):
+                return True
+            continue
+        inner = branch[1:] if branch[:1] == [(C.AT, C.AT_BEGINNING)] else branch
+        if _reads_anchor(inner[:-1] if inner and _is_anchor(inner[-1], (C.AT_END, C.AT_END_STRING)) else inner):
+            return True
+    return False
 
 
-def _is_end(item) -> bool:
-    return item[0] is C.AT and item[1] in (C.AT_END, C.AT_END_STRING)
+def _is_anchor(item, kinds: tuple = (C.AT_END, C.AT_END_STRING, C.AT_BEGINNING, C.AT_BEGINNING_STRING)) -> bool:
+    return item[0] is C.AT and item[1] in kinds
 
 
-def _reads_end(items) -> bool:
-    return any(_is_end((op, av)) or any(_reads_end(list(part)) for part in _nested(op, av)) for op, av in items)
+def _reads_anchor(items) -> bool:
+    return any(_is_anchor((op, av)) or any(_reads_anchor(list(part)) for part in _nested(op, av)) for op, av in items)
 
 
 def _nested(op, av) -> list:

@@ -74,10 +74,9 @@ def test_written_without_lookarounds_as_re_reads_them(pattern):
 
 
 def _random_pattern(rng: random.Random, depth: int = 0) -> str:
-    """A small pattern over `a`, `b`, `,` with groups, alternation, repeats and anchors: `$`
-    anywhere, `^` first."""
+    """A small pattern over `a`, `b`, `,` with groups, alternation, repeats and anchors anywhere."""
     if depth > 2 or rng.random() < 0.3:
-        return rng.choice(["a", "b", ",", "[ab]", "[^,]", ".", "$", "a", "b"])
+        return rng.choice(["a", "b", ",", "[ab]", "[^,]", ".", "$", "^", "a", "b"])
     parts = [_random_pattern(rng, depth + 1) for _ in range(rng.randint(1, 3))]
     kind = rng.random()
     body = "|".join(parts) if kind < 0.3 else "".join(parts)
@@ -85,8 +84,8 @@ def _random_pattern(rng: random.Random, depth: int = 0) -> str:
     return group + rng.choice(["", "", "*", "+", "?", "{2}", "{1,2}"])
 
 
-def test_generated_patterns_with_the_end_inside_read_as_re_reads_them():
-    """Seeded: 400 generated patterns (107 with a `$` inside), 300 strings each over `a`, `b`, `,`
+def test_generated_patterns_with_anchors_inside_read_as_re_reads_them():
+    """Seeded: 400 generated patterns (132 with a `$` or `^` inside), 300 strings each over `a`, `b`, `,`
     and a newline, held against Python's `re.search`: the narrow reading (lookaround_free, what
     the generated regex matches) never matches a string Python does not and equals it where
     the readings agree (no newline); the wide one (its complement) never leaves out a string
@@ -137,19 +136,30 @@ def test_classes_are_read_as_both_ecma_and_python_read_them():
 
 
 def test_what_is_not_regular_is_refused():
-    for pattern in [r"(a)\1", r"(?<=a)b", r"a(^b)", r"(?i)a", r"(?!^a)a", r"a$(?=b)", r"a\bc"]:
+    for pattern in [r"(a)\1", r"(?<=a)b", r"(?i)a", r"(?!^a)a", r"a$(?=b)", r"a\bc", r"(?=a)(^|b)", r"(?=a(^|b))", r"($|a)(^|b)"]:
         with pytest.raises(ValueError):
             lookaround_free(pattern)
 
 
-def test_end_inside_tells_the_patterns_llguidance_refuses_for_their_end():
-    """end_inside: a `$` elsewhere than last in the pattern or one of its top-level branches
-    (llguidance: "lookarounds not supported yet; End"); a `$` in a class or escaped is a character."""
-    from constrained_spec.grammar.regular import end_inside
+def test_anchors_inside_tells_the_patterns_llguidance_refuses_for_their_anchors():
+    """anchors_inside finds every pattern llguidance refuses for an anchor ("lookarounds not
+    supported yet; End" / "Start", asked of llguidance itself), and leaves the forms it takes
+    as they are (anchors at a pattern's, a top-level branch's or a lone group's edges; `$` or
+    `^` in a class or escaped is a character)."""
+    import llguidance
 
-    inside = [r"^([^,]+(,|$)){3,}$", r"^$[a-z$]*$", r"(a|b$)", r"a$b", r"(a$)", r"^(?!a$)b"]
-    outside = [r"a$", r"^a$|^b$", r"^\d+-\d+|^\d+$", r"^(a|b)$", r"x[$]y", r"a\$b", r"^a$|b", r"ab"]
-    assert [p for p in inside if not end_inside(p)] == [] and [p for p in outside if end_inside(p)] == []
+    from constrained_spec.grammar.regular import anchors_inside
+
+    def refused(pattern: str) -> bool:
+        grammar = llguidance.LLMatcher.grammar_from_json_schema({"type": "string", "pattern": pattern})
+        bad, warnings = llguidance.LLMatcher.validate_grammar_with_warnings(grammar)
+        return bad and any("Start" in w or "End" in w for w in warnings)
+
+    inside = [r"^([^,]+(,|$)){3,}$", r"^$[a-z$]*$", r"a$b", r"a^", r"(a(^b))", r"(a|b)$c", r"(a$|b)c", r"^(?:a$b|c)"]
+    taken = [r"a$", r"^a$|^b$", r"^\d+-\d+|^\d+$", r"^(a|b)$", r"x[$]y", r"a\$b", r"^a$|b", r"ab", r"^a|^b", r"[^a]", r"a\^",
+             r"^$|(^(?:\S+\s+){0,99}\S+$)", r"x|(^b)", r"(a|b$)", r"((a)$)"]
+    assert [p for p in inside if not refused(p)] == [] and [p for p in taken if refused(p)] == []  # llguidance's verdicts
+    assert [p for p in inside if not anchors_inside(p)] == [] and [p for p in taken if anchors_inside(p)] == []
 
 
 JSON_API = {"type": "object", "additionalProperties": False,
@@ -179,11 +189,14 @@ def test_schemas_with_such_patterns_on_both_backends(schema, texts):
     ({"type": "object", "patternProperties": {r"^_[a-z$]*$": {"type": "integer"}, r"^$[a-z$]*$": {"type": "string"}},
       "additionalProperties": False}, ['{"_a":1}', '{"":"x"}', '{"$a":"x"}', '{"":1}', '{"_$":2}']),
     ({"type": "string", "not": {"pattern": r"a(,|$)"}}, ['"a,"', '"a"', '"ab"', '"ba"', '"b,a,c"', '"ca b"', '""']),
-], ids=["a-list-of-three-or-more", "key-patterns", "negated"])
-def test_patterns_reading_the_end_inside_them(schema, texts):
-    """Patterns with a `$` inside (SchemaStore's catalogue-entry searchTags, a key pattern the
-    GitHub corpus writes `^$...`) were refused by llguidance and by our compiler: they go to
-    llguidance written out without it (regular.py), and every text walks as jsonschema judges it."""
+    ({"type": "string", "pattern": r"(^|,)ab"}, ['"ab"', '",ab"', '"x,abc"', '"xab"', '"a,b"', '""']),
+    ({"type": "string", "not": {"pattern": r"(^|[ ,])x($|[ ,])"}}, ['"x"', '"a x"', '"x,b"', '"ax"', '"xa b"', '""', '"a,x "']),
+], ids=["a-list-of-three-or-more", "key-patterns", "negated", "start-inside", "both-inside-negated"])
+def test_patterns_reading_an_anchor_inside_them(schema, texts):
+    """Patterns with a `$` or `^` inside (SchemaStore's catalogue-entry searchTags, a key pattern
+    the GitHub corpus writes `^$...`, `(^|,)`) were refused by llguidance and by our compiler:
+    they go to llguidance written out without them (regular.py), and every text walks as
+    jsonschema judges it."""
     compiled = compile_json_schema(schema, BYTES)
     assert isinstance(engine_of(compiled), LLGuidanceGrammar)
     verdicts = [(_walk(compiled, schema, text), _valid(schema, text)) for text in texts]

@@ -556,11 +556,14 @@ class _Translator:
                 return True
         # a side's `not: {"required": R}` (JSON-RPC's "cannot have result and error at the same
         # time", in the part both responses share) with every key of R required by the two
-        keys: set[str] = set(required)
         try:
+            negated = [r for one in (a, b) for r in self._negated_required(one, 0)]
+            if not negated:  # (most pairs: the required keys are not gathered)
+                return False
+            keys: set[str] = set(required)
             self._tags_of(a, keys, {}, 0)
             self._tags_of(b, keys, {}, 0)
-            return any(set(r) <= keys for one in (a, b) for r in self._negated_required(one, 0))
+            return any(set(r) <= keys for r in negated)
         except GrammarError:  # a reference that cannot be read: not proven
             return False
 

@@ -484,12 +484,13 @@ def _split_end(dfa: DFA) -> tuple[DFA, DFA, DFA]:
     def accepting(accept: set[int]) -> DFA:
         return _minimize(DFA(atoms, [row[:] for row in trans], accept))
 
+    after_end = [ends(s) for s in range(len(dfa.trans))]  # per state
     start = bisect_right(lows, _START) - 1 if dfa.atoms[-1][1] >= _START else None
-    if start is not None and any(dfa.trans[e][start] >= 0 for s in range(len(dfa.trans)) for e in ends(s)):
+    if start is not None and any(dfa.trans[e][start] >= 0 for reached in after_end for e in reached):
         raise ValueError("a `^` after a `$`")
-    ended = {s for s in range(len(dfa.trans)) if ends(s) & dfa.accept}
-    read_newline = {s for s in range(len(dfa.trans))
-                    if any((t := dfa.trans[e][newline]) >= 0 and (t in dfa.accept or ends(t) & dfa.accept) for e in ends(s))}
+    ended = {s for s, reached in enumerate(after_end) if reached & dfa.accept}
+    read_newline = {s for s, reached in enumerate(after_end)
+                    if any((t := dfa.trans[e][newline]) >= 0 and (t in dfa.accept or after_end[t] & dfa.accept) for e in reached)}
     return accepting(set(dfa.accept)), accepting(ended), accepting(read_newline)
 
 
